@@ -1,0 +1,352 @@
+"""RuntimeClient: the async gRPC client of one sandbox's runtime agent (the only grpc user here)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+
+from sandfleet.errors import SandboxLostError, ToolError
+from sandfleet_proto.runtime.v1 import bash_service_pb2 as bash_pb
+from sandfleet_proto.runtime.v1 import bash_service_pb2_grpc as bash_grpc
+from sandfleet_proto.runtime.v1 import editor_service_pb2 as editor_pb
+from sandfleet_proto.runtime.v1 import editor_service_pb2_grpc as editor_grpc
+from sandfleet_proto.runtime.v1 import file_service_pb2 as file_pb
+from sandfleet_proto.runtime.v1 import file_service_pb2_grpc as file_grpc
+from sandfleet_proto.runtime.v1 import system_service_pb2 as system_pb
+from sandfleet_proto.runtime.v1 import system_service_pb2_grpc as system_grpc
+
+T = TypeVar("T")
+
+# Transport retries for calls the server never saw (UNAVAILABLE); nothing else is retried,
+# because a command that reached the server may already have run.
+_SERVICE_CONFIG = json.dumps(
+    {
+        "methodConfig": [
+            {
+                "name": [{"service": "sandfleet.runtime.v1.EditorService"},
+                         {"service": "sandfleet.runtime.v1.SystemService"},
+                         {"service": "sandfleet.runtime.v1.BashService"}],
+                "retryPolicy": {
+                    "maxAttempts": 4,
+                    "initialBackoff": "0.1s",
+                    "maxBackoff": "2s",
+                    "backoffMultiplier": 2,
+                    "retryableStatusCodes": ["UNAVAILABLE"],
+                },
+            }
+        ]
+    }
+)
+# Status codes that mean "the request was wrong", which the model can fix itself.
+_MODEL_FIXABLE = frozenset(
+    {
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.NOT_FOUND,
+        grpc.StatusCode.ALREADY_EXISTS,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.OUT_OF_RANGE,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+    }
+)
+_CHUNK = 256 * 1024
+_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+# Extra seconds on a command's gRPC deadline beyond its own timeout (kill + drain + transit).
+_DEADLINE_MARGIN_S = 30.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CommandResult:
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    timed_out: bool
+    interrupted: bool
+    shell_exited: bool
+    truncated: bool
+    duration_s: float
+    cwd: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UploadResult:
+    path: str
+    size: int
+    sha256: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FileEntry:
+    path: str
+    is_dir: bool
+    size: int
+    mode: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SandboxStats:
+    memory_current_bytes: int
+    memory_peak_bytes: int
+    memory_source: str
+    process_count: int
+    uptime_s: float
+    last_activity_unix: float
+    idle_s: float
+    bash_sessions: int
+    running_commands: int
+
+
+def _command_result(resp: bash_pb.RunCommandResponse) -> CommandResult:
+    return CommandResult(
+        stdout=resp.stdout,
+        stderr=resp.stderr,
+        exit_code=resp.exit_code if resp.HasField("exit_code") else None,
+        timed_out=resp.outcome == bash_pb.COMMAND_OUTCOME_TIMED_OUT,
+        interrupted=resp.outcome == bash_pb.COMMAND_OUTCOME_INTERRUPTED,
+        shell_exited=resp.outcome == bash_pb.COMMAND_OUTCOME_SHELL_EXITED,
+        truncated=resp.stdout_truncated or resp.stderr_truncated,
+        duration_s=resp.duration_seconds,
+        cwd=resp.cwd,
+    )
+
+
+class RuntimeClient:
+    """One channel to one runtime agent. Model-fixable failures raise ToolError; every
+    infrastructure failure (unreachable, auth, deadline, server fault) raises SandboxLostError."""
+
+    def __init__(self, address: str, token: str, *, rpc_timeout_s: float = 60.0) -> None:
+        self.address = address
+        self._metadata = (("authorization", f"Bearer {token}"),)
+        self._rpc_timeout_s = rpc_timeout_s
+        self._channel = grpc.aio.insecure_channel(
+            address,
+            options=(
+                ("grpc.service_config", _SERVICE_CONFIG),
+                ("grpc.enable_retries", 1),
+                ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
+            ),
+        )
+        self._bash = bash_grpc.BashServiceStub(self._channel)
+        self._editor = editor_grpc.EditorServiceStub(self._channel)
+        self._files = file_grpc.FileServiceStub(self._channel)
+        self._system = system_grpc.SystemServiceStub(self._channel)
+
+    def rotate_token(self, token: str) -> None:
+        self._metadata = (("authorization", f"Bearer {token}"),)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def _rpc(self, call: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return await call()
+        except grpc.aio.AioRpcError as exc:
+            raise _translate(exc) from exc
+
+    async def wait_ready(self, timeout_s: float = 30.0) -> None:
+        """Wait until the agent accepts authenticated calls (stats answers)."""
+        await self._rpc(
+            lambda: self._system.GetStats(
+                system_pb.GetStatsRequest(),
+                metadata=self._metadata,
+                timeout=timeout_s,
+                wait_for_ready=True,
+            )
+        )
+
+    # --- bash -------------------------------------------------------------------------------
+    async def run_command(
+        self,
+        command: str,
+        *,
+        session: str = "default",
+        timeout_s: float = 0,
+        max_output_chars: int = 0,
+    ) -> CommandResult:
+        request = bash_pb.RunCommandRequest(
+            session=session,
+            command=command,
+            timeout_seconds=timeout_s,
+            max_output_chars=max_output_chars,
+        )
+        deadline = (timeout_s or 3600.0) + _DEADLINE_MARGIN_S
+        resp = await self._rpc(
+            lambda: self._bash.RunCommand(request, metadata=self._metadata, timeout=deadline)
+        )
+        return _command_result(resp)
+
+    async def stream_command(
+        self, command: str, *, session: str = "default", timeout_s: float = 0
+    ) -> AsyncIterator[tuple[str, str] | CommandResult]:
+        """Yield ("stdout"|"stderr", text) chunks as they arrive, then the CommandResult."""
+        request = bash_pb.StreamCommandRequest(
+            session=session, command=command, timeout_seconds=timeout_s
+        )
+        deadline = (timeout_s or 3600.0) + _DEADLINE_MARGIN_S
+        call = self._bash.StreamCommand(request, metadata=self._metadata, timeout=deadline)
+        try:
+            async for message in call:
+                if message.HasField("chunk"):
+                    name = "stderr" if message.chunk.stream == bash_pb.OUTPUT_STREAM_STDERR else "stdout"
+                    yield name, message.chunk.text
+                else:
+                    yield _command_result(message.result)
+        except grpc.aio.AioRpcError as exc:
+            raise _translate(exc) from exc
+
+    async def interrupt(self, session: str = "default") -> bool:
+        resp = await self._rpc(
+            lambda: self._bash.InterruptCommand(
+                bash_pb.InterruptCommandRequest(session=session),
+                metadata=self._metadata,
+                timeout=self._rpc_timeout_s,
+            )
+        )
+        return resp.interrupted
+
+    async def restart_session(self, session: str = "default") -> None:
+        await self._rpc(
+            lambda: self._bash.RestartSession(
+                bash_pb.RestartSessionRequest(session=session),
+                metadata=self._metadata,
+                timeout=self._rpc_timeout_s,
+            )
+        )
+
+    async def close_session(self, session: str = "default") -> None:
+        await self._rpc(
+            lambda: self._bash.CloseSession(
+                bash_pb.CloseSessionRequest(session=session),
+                metadata=self._metadata,
+                timeout=self._rpc_timeout_s,
+            )
+        )
+
+    # --- editor -----------------------------------------------------------------------------
+    async def edit(self, command: str, path: str, **fields: Any) -> str:
+        """Run one editor command; `fields` are the tool's own argument names, already typed."""
+        kw: dict[str, Any] = {"metadata": self._metadata, "timeout": self._rpc_timeout_s}
+        if command == "view":
+            view_range = fields.get("view_range") or []
+            req_v = editor_pb.ViewRequest(path=path, view_range=view_range)
+            resp: Any = await self._rpc(lambda: self._editor.View(req_v, **kw))
+        elif command == "create":
+            req_c = editor_pb.CreateRequest(path=path, file_text=fields["file_text"])
+            resp = await self._rpc(lambda: self._editor.Create(req_c, **kw))
+        elif command == "str_replace":
+            req_s = editor_pb.StrReplaceRequest(
+                path=path, old_str=fields["old_str"], new_str=fields.get("new_str")
+            )
+            resp = await self._rpc(lambda: self._editor.StrReplace(req_s, **kw))
+        elif command == "insert":
+            req_i = editor_pb.InsertRequest(
+                path=path, insert_line=fields["insert_line"], new_str=fields["new_str"]
+            )
+            resp = await self._rpc(lambda: self._editor.Insert(req_i, **kw))
+        elif command == "undo_edit":
+            req_u = editor_pb.UndoEditRequest(path=path)
+            resp = await self._rpc(lambda: self._editor.UndoEdit(req_u, **kw))
+        else:
+            raise ToolError(f"unknown editor command {command!r}")
+        return str(resp.output)
+
+    # --- files ------------------------------------------------------------------------------
+    async def upload(
+        self,
+        source: Path | bytes,
+        remote: str,
+        *,
+        mode: int | None = None,
+        make_parents: bool = True,
+        overwrite: bool = True,
+    ) -> UploadResult:
+        """Stream a local file (or bytes) to `remote`; keeps the local mode bits by default."""
+        if mode is None:
+            mode = (source.stat().st_mode & 0o7777) if isinstance(source, Path) else 0o644
+        header = file_pb.UploadFileHeader(
+            path=remote, mode=mode, make_parents=make_parents, overwrite=overwrite
+        )
+
+        async def requests() -> AsyncIterator[file_pb.UploadFileRequest]:
+            yield file_pb.UploadFileRequest(header=header)
+            if isinstance(source, bytes):
+                for start in range(0, len(source), _CHUNK):
+                    yield file_pb.UploadFileRequest(chunk=source[start : start + _CHUNK])
+                return
+            with source.open("rb") as handle:
+                while chunk := handle.read(_CHUNK):
+                    yield file_pb.UploadFileRequest(chunk=chunk)
+
+        resp = await self._rpc(
+            lambda: self._files.UploadFile(requests(), metadata=self._metadata)
+        )
+        return UploadResult(path=resp.path, size=resp.size, sha256=resp.sha256)
+
+    async def download(self, remote: str, local: Path) -> int:
+        """Stream `remote` into `local` (written to a temporary name, then renamed); returns bytes."""
+        local.parent.mkdir(parents=True, exist_ok=True)
+        partial = local.with_name(local.name + ".partial")
+        call = self._files.DownloadFile(
+            file_pb.DownloadFileRequest(path=remote, chunk_size=_CHUNK), metadata=self._metadata
+        )
+        written, mode = 0, 0o644
+        try:
+            with partial.open("wb") as out:
+                async for message in call:
+                    if message.HasField("header"):
+                        mode = message.header.mode or mode
+                        continue
+                    out.write(message.chunk)
+                    written += len(message.chunk)
+        except grpc.aio.AioRpcError as exc:
+            partial.unlink(missing_ok=True)
+            raise _translate(exc) from exc
+        partial.chmod(mode)
+        partial.replace(local)
+        return written
+
+    async def list_files(self, remote_dir: str, *, max_depth: int = 0) -> list[FileEntry]:
+        resp = await self._rpc(
+            lambda: self._files.ListFiles(
+                file_pb.ListFilesRequest(path=remote_dir, max_depth=max_depth),
+                metadata=self._metadata,
+                timeout=self._rpc_timeout_s,
+            )
+        )
+        return [FileEntry(e.path, e.is_dir, e.size, e.mode) for e in resp.entries]
+
+    # --- system -----------------------------------------------------------------------------
+    async def stats(self) -> SandboxStats:
+        resp = await self._rpc(
+            lambda: self._system.GetStats(
+                system_pb.GetStatsRequest(), metadata=self._metadata, timeout=self._rpc_timeout_s
+            )
+        )
+        source = {
+            system_pb.MEMORY_SOURCE_CGROUP: "cgroup",
+            system_pb.MEMORY_SOURCE_PROC: "proc",
+        }.get(resp.memory_source, "unknown")
+        return SandboxStats(
+            memory_current_bytes=resp.memory_current_bytes,
+            memory_peak_bytes=resp.memory_peak_bytes,
+            memory_source=source,
+            process_count=resp.process_count,
+            uptime_s=resp.uptime_seconds,
+            last_activity_unix=resp.last_activity_unix,
+            idle_s=resp.idle_seconds,
+            bash_sessions=resp.bash_sessions,
+            running_commands=resp.running_commands,
+        )
+
+
+def _translate(exc: grpc.aio.AioRpcError) -> ToolError | SandboxLostError:
+    code = exc.code()
+    details = exc.details() or code.name
+    if code in _MODEL_FIXABLE:
+        return ToolError(details, code=code.name)
+    return SandboxLostError(f"runtime call failed: {code.name}: {details}")

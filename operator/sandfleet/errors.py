@@ -1,0 +1,32 @@
+"""The control plane's error hierarchy: what callers can catch, and what each class means."""
+
+from __future__ import annotations
+
+
+class SandfleetError(Exception):
+    """Root of every error Sandfleet raises on purpose."""
+
+
+class SandboxLostError(SandfleetError):
+    """The sandbox's runtime agent is unreachable or failed: infrastructure, not the model's fault.
+
+    The agent loop ends the run with stop reason `sandbox_lost`; the operator fails the session
+    with reason SandboxLost (or retries, if the spec asks).
+    """
+
+
+class ToolError(SandfleetError):
+    """A tool call failed in a way the model can fix; the message is written for the model."""
+
+    def __init__(self, message: str, *, code: str = "INVALID_ARGUMENT") -> None:
+        super().__init__(message)
+        self.code = code
+        """The gRPC status name the runtime answered with (e.g. NOT_FOUND)."""
+
+
+class ModelEndpointError(SandfleetError):
+    """The model endpoint failed after the SDK's retries, or rejected the request."""
+
+
+class SandboxStartError(SandfleetError):
+    """A sandbox could not be started; the message carries the reason (e.g. the agent's stderr)."""

@@ -1,0 +1,95 @@
+"""`sandfleet-runtime`: flags and environment -> RuntimeSettings -> logging -> serve()."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ctypes
+import os
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .settings import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIMEOUT_S, RuntimeSettings
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sandfleet-runtime",
+        description="The Sandfleet runtime agent: bash sessions, file editor, file transfer "
+        "and stats over gRPC. The bearer token comes from SANDFLEET_RUNTIME_TOKEN or --token-file.",
+    )
+    add = parser.add_argument
+    add("--listen", default="127.0.0.1:50051", help="HOST:PORT to bind (port 0: any free port)")
+    add("--token-file", type=Path, help="file holding the bearer token (overrides the env var)")
+    add("--allow-no-auth", action="store_true", help="serve without a token (trusted dev only)")
+    add("--workdir", type=Path, default=Path.cwd(), help="initial cwd of bash sessions")
+    add("--ready-fd", type=int, help="write the bound port to this fd once serving, then close it")
+    add("--exit-with-parent", action="store_true", help="die when the parent process dies")
+    add("--default-timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per command")
+    add("--max-timeout", type=float, default=3600.0, help="cap on a requested timeout")
+    add("--max-output-chars", type=int, default=DEFAULT_MAX_OUTPUT_CHARS, help="kept per stream")
+    add("--max-sessions", type=int, default=64)
+    add("--max-processes", type=int, help="pids limit for everything the sessions start")
+    add("--max-memory", type=int, help="memory limit in bytes for everything the sessions start")
+    add("--log-level", default="INFO")
+    return parser
+
+
+def settings_from(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[RuntimeSettings, int | None]:
+    """Build settings from flags and environment; the token never comes from argv."""
+    args = _parser().parse_args(argv)
+    token = environ.get("SANDFLEET_RUNTIME_TOKEN") or None
+    token_file = args.token_file or (
+        Path(environ["SANDFLEET_RUNTIME_TOKEN_FILE"])
+        if environ.get("SANDFLEET_RUNTIME_TOKEN_FILE")
+        else None
+    )
+    if token_file is not None:
+        token = token_file.read_text().strip() or None
+    settings = RuntimeSettings(
+        listen=args.listen,
+        token=token,
+        allow_no_auth=args.allow_no_auth,
+        workdir=args.workdir.resolve(),
+        default_timeout_s=args.default_timeout,
+        max_timeout_s=args.max_timeout,
+        default_max_output_chars=args.max_output_chars,
+        max_sessions=args.max_sessions,
+        max_processes=args.max_processes,
+        max_memory_bytes=args.max_memory,
+        exit_with_parent=args.exit_with_parent,
+        log_level=args.log_level,
+    )
+    return settings, args.ready_fd
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        raise SystemExit("parent process already gone")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    settings, ready_fd = settings_from(sys.argv[1:] if argv is None else argv, os.environ)
+    from .logs import configure_logging
+
+    configure_logging(settings.log_level)
+    if settings.exit_with_parent:
+        _die_with_parent()
+    if settings.token is None and not settings.allow_no_auth:
+        raise SystemExit(
+            "sandfleet-runtime: no token; set SANDFLEET_RUNTIME_TOKEN or pass --token-file "
+            "(or --allow-no-auth for a trusted development setup)"
+        )
+    from .server import serve
+
+    asyncio.run(serve(settings, ready_fd=ready_fd))
+
+
+if __name__ == "__main__":
+    main()

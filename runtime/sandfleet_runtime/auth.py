@@ -1,0 +1,69 @@
+"""Per-session bearer-token check for every RPC except health, compared in constant time."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+
+log = logging.getLogger(__name__)
+
+# Health must answer kubelet probes and load balancers, which carry no token.
+_OPEN_PREFIXES = ("/grpc.health.v1.Health/",)
+
+
+def _deny(real: grpc.RpcMethodHandler | None, message: str) -> grpc.RpcMethodHandler:
+    """A handler of the same streaming shape as `real` that aborts with UNAUTHENTICATED."""
+
+    async def abort(_request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+
+    if real is None:  # unknown method: let grpc answer UNIMPLEMENTED after the auth check
+        return grpc.unary_unary_rpc_method_handler(abort)
+    if real.request_streaming and real.response_streaming:
+        return grpc.stream_stream_rpc_method_handler(abort)
+    if real.request_streaming:
+        return grpc.stream_unary_rpc_method_handler(abort)
+    if real.response_streaming:
+        return grpc.unary_stream_rpc_method_handler(abort)
+    return grpc.unary_unary_rpc_method_handler(abort)
+
+
+class TokenAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Rejects calls whose `authorization` metadata is not `Bearer <token>` with UNAUTHENTICATED.
+
+    The expected token can be replaced at run time (`rotate`), so a warm sandbox can be bound
+    to a new session without restarting the server.
+    """
+
+    def __init__(self, token: str | None) -> None:
+        self._expected = self._encode(token)
+
+    @staticmethod
+    def _encode(token: str | None) -> bytes | None:
+        return None if token is None else f"Bearer {token}".encode()
+
+    def rotate(self, token: str) -> None:
+        self._expected = self._encode(token)
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        method = handler_call_details.method
+        if self._expected is None or method.startswith(_OPEN_PREFIXES):
+            return await continuation(handler_call_details)
+        presented = b""
+        for key, value in handler_call_details.invocation_metadata or ():
+            if key == "authorization":
+                presented = value.encode() if isinstance(value, str) else value
+                break
+        # compare_digest takes time independent of where the strings differ.
+        if presented and hmac.compare_digest(presented, self._expected):
+            return await continuation(handler_call_details)
+        log.warning("rpc_unauthenticated", extra={"method": method, "token_present": bool(presented)})
+        return _deny(await continuation(handler_call_details), "missing or invalid bearer token")

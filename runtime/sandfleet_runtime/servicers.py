@@ -1,0 +1,311 @@
+"""gRPC servicers: protobuf <-> domain calls, domain errors -> status codes, nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, NoReturn, TypeVar
+
+import grpc
+
+from sandfleet_proto.runtime.v1 import (
+    bash_service_pb2 as bash_pb,
+)
+from sandfleet_proto.runtime.v1 import (
+    bash_service_pb2_grpc as bash_grpc,
+)
+from sandfleet_proto.runtime.v1 import (
+    editor_service_pb2 as editor_pb,
+)
+from sandfleet_proto.runtime.v1 import (
+    editor_service_pb2_grpc as editor_grpc,
+)
+from sandfleet_proto.runtime.v1 import (
+    file_service_pb2 as file_pb,
+)
+from sandfleet_proto.runtime.v1 import (
+    file_service_pb2_grpc as file_grpc,
+)
+from sandfleet_proto.runtime.v1 import (
+    system_service_pb2 as system_pb,
+)
+from sandfleet_proto.runtime.v1 import (
+    system_service_pb2_grpc as system_grpc,
+)
+
+from . import files
+from .bash import BashSessions, CommandResult, Outcome, OutputStream
+from .editor import FileEditor
+from .errors import InvalidArgumentError, RuntimeToolError
+from .stats import ActivityClock, collect_stats
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+Context = grpc.aio.ServicerContext[Any, Any]
+
+_OUTCOMES = {
+    Outcome.EXITED: bash_pb.COMMAND_OUTCOME_EXITED,
+    Outcome.TIMED_OUT: bash_pb.COMMAND_OUTCOME_TIMED_OUT,
+    Outcome.INTERRUPTED: bash_pb.COMMAND_OUTCOME_INTERRUPTED,
+    Outcome.SHELL_EXITED: bash_pb.COMMAND_OUTCOME_SHELL_EXITED,
+}
+_STREAMS = {
+    OutputStream.STDOUT: bash_pb.OUTPUT_STREAM_STDOUT,
+    OutputStream.STDERR: bash_pb.OUTPUT_STREAM_STDERR,
+}
+_MEMORY_SOURCES = {
+    "cgroup": system_pb.MEMORY_SOURCE_CGROUP,
+    "proc": system_pb.MEMORY_SOURCE_PROC,
+}
+_DEFAULT_CHUNK = 64 * 1024
+_MAX_CHUNK = 1024 * 1024
+
+
+async def _abort(context: Context, exc: RuntimeToolError) -> NoReturn:
+    await context.abort(exc.status, str(exc))
+    raise AssertionError("context.abort returned")  # pragma: no cover - abort always raises
+
+
+async def _call(context: Context, work: Callable[[], Awaitable[T]]) -> T:
+    """Run domain work, translating its errors into status codes with the same message."""
+    try:
+        return await work()
+    except RuntimeToolError as exc:
+        await _abort(context, exc)
+
+
+def command_response(result: CommandResult) -> bash_pb.RunCommandResponse:
+    return bash_pb.RunCommandResponse(
+        stdout=result.stdout,
+        stderr=result.stderr,
+        exit_code=result.exit_code,
+        outcome=_OUTCOMES[result.outcome],
+        stdout_truncated=result.stdout_truncated,
+        stderr_truncated=result.stderr_truncated,
+        stdout_total_bytes=result.stdout_total_bytes,
+        stderr_total_bytes=result.stderr_total_bytes,
+        duration_seconds=result.duration_s,
+        cwd=result.cwd,
+    )
+
+
+class BashServicer(bash_grpc.BashServiceServicer):
+    def __init__(self, sessions: BashSessions) -> None:
+        self._sessions = sessions
+
+    async def RunCommand(
+        self, request: bash_pb.RunCommandRequest, context: Context
+    ) -> bash_pb.RunCommandResponse:
+        result = await _call(
+            context,
+            lambda: self._sessions.run(
+                request.session,
+                request.command,
+                timeout_s=request.timeout_seconds,
+                max_output_chars=request.max_output_chars,
+            ),
+        )
+        return command_response(result)
+
+    async def StreamCommand(
+        self, request: bash_pb.StreamCommandRequest, context: Context
+    ) -> AsyncIterator[bash_pb.StreamCommandResponse]:
+        queue: asyncio.Queue[bash_pb.StreamCommandResponse] = asyncio.Queue()
+
+        def listener(stream: OutputStream, text: str) -> None:
+            chunk = bash_pb.OutputChunk(stream=_STREAMS[stream], text=text)
+            queue.put_nowait(bash_pb.StreamCommandResponse(chunk=chunk))
+
+        run = asyncio.ensure_future(
+            self._sessions.run(
+                request.session,
+                request.command,
+                timeout_s=request.timeout_seconds,
+                max_output_chars=request.max_output_chars,
+                listener=listener,
+            )
+        )
+        try:
+            while not run.done() or not queue.empty():
+                getter = asyncio.ensure_future(queue.get())
+                await asyncio.wait({getter, run}, return_when=asyncio.FIRST_COMPLETED)
+                if getter.done():
+                    yield getter.result()
+                else:
+                    getter.cancel()
+            try:
+                result = run.result()
+            except RuntimeToolError as exc:
+                await _abort(context, exc)
+            yield bash_pb.StreamCommandResponse(result=command_response(result))
+        finally:
+            if not run.done():  # the client went away: stop the command it started
+                await self._sessions.interrupt(request.session)
+                run.cancel()
+
+    async def InterruptCommand(
+        self, request: bash_pb.InterruptCommandRequest, context: Context
+    ) -> bash_pb.InterruptCommandResponse:
+        interrupted = await _call(context, lambda: self._sessions.interrupt(request.session))
+        return bash_pb.InterruptCommandResponse(interrupted=interrupted)
+
+    async def RestartSession(
+        self, request: bash_pb.RestartSessionRequest, context: Context
+    ) -> bash_pb.RestartSessionResponse:
+        await _call(context, lambda: self._sessions.restart(request.session))
+        return bash_pb.RestartSessionResponse()
+
+    async def CloseSession(
+        self, request: bash_pb.CloseSessionRequest, context: Context
+    ) -> bash_pb.CloseSessionResponse:
+        await _call(context, lambda: self._sessions.close(request.session))
+        return bash_pb.CloseSessionResponse()
+
+
+class EditorServicer(editor_grpc.EditorServiceServicer):
+    """Editor calls run in the event loop: they touch one file and are bounded in size."""
+
+    def __init__(self, editor: FileEditor, activity: ActivityClock) -> None:
+        self._editor = editor
+        self._activity = activity
+
+    async def _edit(self, context: Context, work: Callable[[], str]) -> str:
+        self._activity.touch()
+        try:
+            return work()
+        except RuntimeToolError as exc:
+            await _abort(context, exc)
+
+    async def View(self, request: editor_pb.ViewRequest, context: Context) -> editor_pb.ViewResponse:
+        view_range = list(request.view_range) or None
+        output = await self._edit(context, lambda: self._editor.view(request.path, view_range))
+        return editor_pb.ViewResponse(output=output)
+
+    async def Create(
+        self, request: editor_pb.CreateRequest, context: Context
+    ) -> editor_pb.CreateResponse:
+        output = await self._edit(
+            context, lambda: self._editor.create(request.path, request.file_text)
+        )
+        return editor_pb.CreateResponse(output=output)
+
+    async def StrReplace(
+        self, request: editor_pb.StrReplaceRequest, context: Context
+    ) -> editor_pb.StrReplaceResponse:
+        new_str = request.new_str if request.HasField("new_str") else None
+        output = await self._edit(
+            context, lambda: self._editor.str_replace(request.path, request.old_str, new_str)
+        )
+        return editor_pb.StrReplaceResponse(output=output)
+
+    async def Insert(
+        self, request: editor_pb.InsertRequest, context: Context
+    ) -> editor_pb.InsertResponse:
+        output = await self._edit(
+            context,
+            lambda: self._editor.insert(request.path, request.insert_line, request.new_str),
+        )
+        return editor_pb.InsertResponse(output=output)
+
+    async def UndoEdit(
+        self, request: editor_pb.UndoEditRequest, context: Context
+    ) -> editor_pb.UndoEditResponse:
+        output = await self._edit(context, lambda: self._editor.undo_edit(request.path))
+        return editor_pb.UndoEditResponse(output=output)
+
+
+class FileServicer(file_grpc.FileServiceServicer):
+    def __init__(self, activity: ActivityClock, *, max_upload_bytes: int | None = None) -> None:
+        self._activity = activity
+        self._max_upload_bytes = max_upload_bytes
+
+    async def UploadFile(
+        self, request_iterator: AsyncIterator[file_pb.UploadFileRequest], context: Context
+    ) -> file_pb.UploadFileResponse:
+        self._activity.touch()
+        first = await anext(aiter(request_iterator), None)
+        if first is None or not first.HasField("header"):
+            await _abort(context, InvalidArgumentError("the first message must be the header"))
+        header = first.header
+
+        async def chunks() -> AsyncIterator[bytes]:
+            async for message in request_iterator:
+                if message.HasField("header"):
+                    raise InvalidArgumentError("only the first message may be a header")
+                yield message.chunk
+
+        result = await _call(
+            context,
+            lambda: files.write_file(
+                header.path,
+                chunks(),
+                mode=header.mode,
+                make_parents=header.make_parents,
+                overwrite=header.overwrite,
+                max_bytes=self._max_upload_bytes,
+            ),
+        )
+        self._activity.touch()
+        return file_pb.UploadFileResponse(path=result.path, size=result.size, sha256=result.sha256)
+
+    async def DownloadFile(
+        self, request: file_pb.DownloadFileRequest, context: Context
+    ) -> AsyncIterator[file_pb.DownloadFileResponse]:
+        self._activity.touch()
+        try:
+            info, handle = files.open_for_download(request.path)
+        except RuntimeToolError as exc:
+            await _abort(context, exc)
+        chunk_size = min(request.chunk_size or _DEFAULT_CHUNK, _MAX_CHUNK)
+        with handle:
+            header = file_pb.DownloadFileHeader(size=info.size, mode=info.mode)
+            yield file_pb.DownloadFileResponse(header=header)
+            async for chunk in files.read_chunks(handle, chunk_size):
+                yield file_pb.DownloadFileResponse(chunk=chunk)
+        self._activity.touch()
+
+    async def ListFiles(
+        self, request: file_pb.ListFilesRequest, context: Context
+    ) -> file_pb.ListFilesResponse:
+        try:
+            entries, truncated = files.list_tree(request.path, max_depth=request.max_depth)
+        except RuntimeToolError as exc:
+            await _abort(context, exc)
+        return file_pb.ListFilesResponse(
+            entries=[
+                file_pb.FileEntry(path=e.path, is_dir=e.is_dir, size=e.size, mode=e.mode)
+                for e in entries
+            ],
+            truncated=truncated,
+        )
+
+
+class SystemServicer(system_grpc.SystemServiceServicer):
+    def __init__(
+        self,
+        activity: ActivityClock,
+        sessions: BashSessions,
+        cgroup_memory: Callable[[], tuple[int, int] | None] | None = None,
+    ) -> None:
+        self._activity = activity
+        self._sessions = sessions
+        self._cgroup_memory = cgroup_memory
+
+    async def GetStats(
+        self, request: system_pb.GetStatsRequest, context: Context
+    ) -> system_pb.GetStatsResponse:
+        snapshot = collect_stats(self._activity, cgroup_memory=self._cgroup_memory)
+        return system_pb.GetStatsResponse(
+            memory_current_bytes=snapshot.memory_current_bytes,
+            memory_peak_bytes=snapshot.memory_peak_bytes,
+            memory_source=_MEMORY_SOURCES.get(
+                snapshot.memory_source, system_pb.MEMORY_SOURCE_UNSPECIFIED
+            ),
+            process_count=snapshot.process_count,
+            uptime_seconds=snapshot.uptime_s,
+            last_activity_unix=snapshot.last_activity_unix,
+            idle_seconds=snapshot.idle_s,
+            bash_sessions=self._sessions.session_count,
+            running_commands=self._sessions.running_count,
+        )

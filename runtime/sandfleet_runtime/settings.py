@@ -1,0 +1,45 @@
+"""Runtime configuration: one frozen object, built once in __main__ from flags and environment."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+DEFAULT_TIMEOUT_S = 120.0
+"""Per-command timeout when the request gives none (the seed project's hard limit)."""
+DEFAULT_MAX_OUTPUT_CHARS = 10_000
+"""Characters kept per output stream (the seed project's clip length)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RuntimeSettings:
+    """Everything the runtime agent needs to serve; nothing below __main__ reads os.environ."""
+
+    listen: str = "127.0.0.1:50051"
+    """gRPC bind address; port 0 picks a free port (reported through --ready-fd)."""
+    token: str | None = None
+    """Bearer token every RPC but health must carry. None only with allow_no_auth."""
+    allow_no_auth: bool = False
+    """Serve without a token (explicit opt-in for trusted development setups)."""
+    workdir: Path = Path(".")
+    """Initial working directory of every bash session."""
+    shell_env: tuple[tuple[str, str], ...] = ()
+    """Extra environment for bash sessions, on top of the runtime's own."""
+    default_timeout_s: float = DEFAULT_TIMEOUT_S
+    max_timeout_s: float = 3600.0
+    """Upper bound for any single command, whatever the request asks for."""
+    default_max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
+    max_output_chars: int = 1_000_000
+    """Upper bound a request may raise its output cap to."""
+    max_sessions: int = 64
+    """Concurrent bash sessions; one more gets RESOURCE_EXHAUSTED."""
+    max_processes: int | None = None
+    """pids limit for everything the sessions start (cgroup where writable, else RLIMIT_NPROC)."""
+    max_memory_bytes: int | None = None
+    """Memory limit for everything the sessions start (cgroup where writable)."""
+    max_edit_file_bytes: int = 64 * 1024 * 1024
+    """Largest file the editor will load."""
+    shutdown_grace_s: float = 5.0
+    exit_with_parent: bool = False
+    """Die when the parent process dies (local sandboxes: no orphans after a crash)."""
+    log_level: str = "INFO"

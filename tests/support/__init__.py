@@ -1,0 +1,1 @@
+"""Test support code shared across test layers (real servers, fixtures helpers)."""

@@ -1,0 +1,53 @@
+"""Start a real runtime agent for tests: in-process (fast) or as a child process (shutdown tests)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from sandfleet_runtime.server import RuntimeServer, build_server
+from sandfleet_runtime.settings import RuntimeSettings
+
+
+@contextlib.asynccontextmanager
+async def running_runtime(workdir: Path, **overrides: object) -> AsyncIterator[tuple[RuntimeServer, str]]:
+    """An in-process runtime on 127.0.0.1:<free port>; yields (server, token)."""
+    token = secrets.token_urlsafe(16)
+    settings = RuntimeSettings(listen="127.0.0.1:0", token=token, workdir=workdir, **overrides)  # type: ignore[arg-type]
+    runtime = build_server(settings)
+    await runtime.start()
+    try:
+        yield runtime, token
+    finally:
+        await runtime.stop(grace_s=None)
+
+
+async def spawn_runtime_process(
+    workdir: Path, token: str, *extra_args: str
+) -> tuple[subprocess.Popen[bytes], int]:
+    """`python -m sandfleet_runtime` as a child process; returns (process, port)."""
+    read_fd, write_fd = os.pipe()
+    env = {**os.environ, "SANDFLEET_RUNTIME_TOKEN": token}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sandfleet_runtime", "--listen", "127.0.0.1:0",
+         "--ready-fd", str(write_fd), "--workdir", str(workdir), *extra_args],
+        env=env,
+        pass_fds=(write_fd,),
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    os.close(write_fd)
+    loop = asyncio.get_running_loop()
+    line = await loop.run_in_executor(None, lambda: os.read(read_fd, 64))
+    os.close(read_fd)
+    if not line:
+        proc.kill()
+        _, err = proc.communicate()
+        raise RuntimeError(f"runtime failed to start: {err.decode(errors='replace')}")
+    return proc, int(line)
