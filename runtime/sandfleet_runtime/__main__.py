@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import ctypes
 import os
 import signal
 import sys
@@ -68,13 +66,26 @@ def settings_from(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[Runt
 
 
 def _die_with_parent() -> None:
+    import ctypes
+
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     if os.getppid() == 1:  # the parent died before prctl took effect
         raise SystemExit("parent process already gone")
 
 
+def _skip_python_ssl() -> None:
+    """Keep Python's ssl module (and libssl/libcrypto) out of the agent: ~4.4 MB RSS measured.
+
+    asyncio imports ssl only to offer TLS streams, which the agent never opens; gRPC carries
+    its own TLS. A None entry makes `import ssl` raise ImportError, which asyncio tolerates.
+    """
+    if "ssl" not in sys.modules:
+        sys.modules["ssl"] = None  # type: ignore[assignment]
+
+
 def main(argv: Sequence[str] | None = None) -> None:
+    _skip_python_ssl()
     settings, ready_fd = settings_from(sys.argv[1:] if argv is None else argv, os.environ)
     from .logs import configure_logging
 
@@ -86,6 +97,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             "sandfleet-runtime: no token; set SANDFLEET_RUNTIME_TOKEN or pass --token-file "
             "(or --allow-no-auth for a trusted development setup)"
         )
+    import asyncio
+
     from .server import serve
 
     asyncio.run(serve(settings, ready_fd=ready_fd))

@@ -59,6 +59,7 @@ class RuntimeServer:
     reaper: ChildReaper
     limits: SessionLimits | None
     auth: TokenAuthInterceptor
+    editor: EditorServicer
 
     async def start(self) -> None:
         await self.server.start()
@@ -70,6 +71,7 @@ class RuntimeServer:
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace_s)
         await self.sessions.close_all()
+        self.editor.shutdown()
         if self.limits is not None:
             self.limits.destroy()
         self.reaper.close()
@@ -110,9 +112,8 @@ def build_server(settings: RuntimeSettings) -> RuntimeServer:
         ),
     )
     bash_service_pb2_grpc.add_BashServiceServicer_to_server(BashServicer(sessions), server)
-    editor_service_pb2_grpc.add_EditorServiceServicer_to_server(
-        EditorServicer(editor, activity), server
-    )
+    editor_servicer = EditorServicer(editor, activity)
+    editor_service_pb2_grpc.add_EditorServiceServicer_to_server(editor_servicer, server)
     file_service_pb2_grpc.add_FileServiceServicer_to_server(FileServicer(activity), server)
     cgroup_memory = None
     if limits is not None:
@@ -128,7 +129,9 @@ def build_server(settings: RuntimeSettings) -> RuntimeServer:
     port = server.add_insecure_port(settings.listen)
     if port == 0:
         raise OSError(f"could not bind {settings.listen}")
-    return RuntimeServer(server, port, health_servicer, sessions, reaper, limits, auth)
+    return RuntimeServer(
+        server, port, health_servicer, sessions, reaper, limits, auth, editor_servicer
+    )
 
 
 async def serve(settings: RuntimeSettings, *, ready_fd: int | None = None) -> None:

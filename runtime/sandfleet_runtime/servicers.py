@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
@@ -58,8 +59,6 @@ _MEMORY_SOURCES = {
     "cgroup": system_pb.MEMORY_SOURCE_CGROUP,
     "proc": system_pb.MEMORY_SOURCE_PROC,
 }
-_DEFAULT_CHUNK = 64 * 1024
-_MAX_CHUNK = 1024 * 1024
 
 
 async def _abort(context: Context, exc: RuntimeToolError) -> NoReturn:
@@ -164,18 +163,26 @@ class BashServicer(bash_grpc.BashServiceServicer):
 
 
 class EditorServicer(editor_grpc.EditorServiceServicer):
-    """Editor calls run in the event loop: they touch one file and are bounded in size."""
+    """Editor calls run on one worker thread: a 50 MB file takes ~1 s to rewrite, which must
+    not stall other sessions' RPCs, and one thread keeps the (non-thread-safe) editor serial."""
 
     def __init__(self, editor: FileEditor, activity: ActivityClock) -> None:
         self._editor = editor
         self._activity = activity
+        self._worker: concurrent.futures.ThreadPoolExecutor | None = None
 
     async def _edit(self, context: Context, work: Callable[[], str]) -> str:
         self._activity.touch()
+        if self._worker is None:  # created on first use: an idle sandbox keeps no extra thread
+            self._worker = concurrent.futures.ThreadPoolExecutor(1, "editor")
         try:
-            return work()
+            return await asyncio.get_running_loop().run_in_executor(self._worker, work)
         except RuntimeToolError as exc:
             await _abort(context, exc)
+
+    def shutdown(self) -> None:
+        if self._worker is not None:
+            self._worker.shutdown(wait=False, cancel_futures=True)
 
     async def View(self, request: editor_pb.ViewRequest, context: Context) -> editor_pb.ViewResponse:
         view_range = list(request.view_range) or None
@@ -257,7 +264,7 @@ class FileServicer(file_grpc.FileServiceServicer):
             info, handle = files.open_for_download(request.path)
         except RuntimeToolError as exc:
             await _abort(context, exc)
-        chunk_size = min(request.chunk_size or _DEFAULT_CHUNK, _MAX_CHUNK)
+        chunk_size = min(request.chunk_size or files.DEFAULT_CHUNK_SIZE, files.MAX_CHUNK_SIZE)
         with handle:
             header = file_pb.DownloadFileHeader(size=info.size, mode=info.mode)
             yield file_pb.DownloadFileResponse(header=header)
