@@ -1,0 +1,325 @@
+"""The provider-neutral agent loop: model turn -> tool calls in the sandbox -> observations.
+
+Bounded by max_turns; every way out is a StopReason. Model and sandbox failures end the
+run with a reason instead of raising. Cancellation is the exception: the loop records a
+`cancelled` result (trajectory record and RunFinished event) and lets CancelledError
+propagate, so asyncio.timeout, TaskGroup and Ctrl-C handling keep working; callers that
+want the partial result read `AgentLoop.result` or the RunFinished event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from typing import Any
+
+import structlog
+
+from sandfleet.agent.config import AgentConfig, Task
+from sandfleet.agent.events import EventSink
+from sandfleet.agent.model import (
+    ContextLengthExceededError,
+    Model,
+    ModelError,
+    ModelTurn,
+    ToolCall,
+    Usage,
+)
+from sandfleet.agent.prompts import (
+    DEFAULT_INSTANCE_PROMPT,
+    DEFAULT_SYSTEM_PROMPT,
+    fill_template,
+    no_tool_call_nudge,
+    remaining_turns_notice,
+    template_values,
+)
+from sandfleet.agent.recorder import RunRecorder
+from sandfleet.agent.results import AgentResult, StopReason, TurnTiming
+from sandfleet.agent.sandbox_access import (
+    AgentSandbox,
+    output_files,
+    read_answer,
+    upload_task_files,
+)
+from sandfleet.agent.tools import SUBMIT, ToolArgumentError, parse_arguments, tool_specs
+from sandfleet.agent.trajectory import TrajectoryWriter
+from sandfleet.errors import SandboxLostError, ToolError
+
+log = structlog.get_logger(__name__)
+
+SUBMITTED_OBSERVATION = "Submitted."
+# Room left for the endpoint's own token accounting when shrinking to the reported window.
+_CONTEXT_SAFETY_TOKENS = 64
+
+_Stop = tuple[StopReason, str | None]
+
+
+def shrunk_max_tokens(
+    current: int | None, error: ContextLengthExceededError, *, floor: int
+) -> int | None:
+    """The next, smaller completion budget after a context-length rejection, or None to stop.
+
+    With the window and prompt size from the error message, shrink to what is left of the
+    window (as the seed project does); otherwise halve. Never below `floor`.
+    """
+    candidate: int | None = None
+    if error.context_window is not None and error.prompt_tokens is not None:
+        room = error.context_window - error.prompt_tokens - _CONTEXT_SAFETY_TOKENS
+        if current is None or room < current:
+            candidate = room
+    if candidate is None:
+        if current is None:
+            return None
+        candidate = current // 2
+    return candidate if candidate >= floor else None
+
+
+class AgentLoop:
+    """One run of one task. Use once: `result = await AgentLoop(...).run()`."""
+
+    def __init__(
+        self,
+        task: Task,
+        sandbox: AgentSandbox,
+        model: Model,
+        config: AgentConfig,
+        *,
+        trajectory: TrajectoryWriter | None = None,
+        on_event: EventSink | None = None,
+    ) -> None:
+        self._task = task
+        self._sandbox = sandbox
+        self._model = model
+        self._config = config
+        self._trajectory = trajectory
+        self._recorder = RunRecorder(task.id, trajectory, on_event)
+        self._specs = tool_specs(offer_undo_edit=config.offer_undo_edit)
+        self._transcript: list[Any] = []
+        self._max_tokens = config.max_tokens
+        self._turns = 0
+        self._usage = Usage()
+        self._model_s = 0.0
+        self._tool_s = 0.0
+        self._turn_model_s = 0.0
+        self._timings: list[TurnTiming] = []
+        self._last_text: str | None = None
+        self.result: AgentResult | None = None
+        """Set when the run ends, including when it is cancelled."""
+
+    async def run(self) -> AgentResult:
+        if self.result is not None:
+            raise RuntimeError("an AgentLoop runs once")
+        started = time.perf_counter()
+        self._recorder.started(
+            model=self._model.name,
+            config=self._config,
+            specs=self._specs,
+            paths=self._sandbox.paths,
+        )
+        log.info("agent_run_started", task=self._task.id, model=self._model.name)
+        try:
+            stop, error = await self._run_until_stopped()
+            answer, files, stop, error = await self._collect_outputs(stop, error)
+        except asyncio.CancelledError:
+            # Nothing here awaits: a second cancellation cannot interrupt the bookkeeping.
+            self._finish(
+                StopReason.CANCELLED, self._last_text, [], "the run was cancelled", started
+            )
+            raise
+        return self._finish(stop, answer, files, error, started)
+
+    async def _run_until_stopped(self) -> _Stop:
+        try:
+            await upload_task_files(self._sandbox, self._task.files)
+        except SandboxLostError as exc:
+            return StopReason.SANDBOX_LOST, f"uploading the task files failed: {exc}"
+        self._start_transcript()
+        for turn in range(1, self._config.max_turns + 1):
+            stop = await self._run_turn(turn)
+            if stop is not None:
+                return stop
+        return StopReason.MAX_TURNS, None
+
+    def _start_transcript(self) -> None:
+        paths = self._sandbox.paths
+        values = template_values(paths, self._task.prompt)
+        system_template = (
+            self._task.system_prompt or self._config.system_prompt or DEFAULT_SYSTEM_PROMPT
+        )
+        instance_template = (
+            self._task.instance_prompt or self._config.instance_prompt or DEFAULT_INSTANCE_PROMPT
+        )
+        system = fill_template(system_template, values)
+        instance = fill_template(instance_template, values)
+        self._transcript.append(self._model.system_message(system))
+        self._transcript.append(self._model.user_message(instance))
+        self._recorder.message(0, "system", system)
+        self._recorder.message(0, "user", instance)
+
+    async def _run_turn(self, turn: int) -> _Stop | None:
+        turn_started = time.perf_counter()
+        self._turns = turn
+        self._turn_model_s = 0.0
+        tool_s = 0.0
+        self._recorder.turn_started(turn, self._config.max_turns)
+        try:
+            try:
+                reply = await self._ask_model(turn)
+            except ContextLengthExceededError as exc:
+                return StopReason.CONTEXT_EXCEEDED, str(exc)
+            except ModelError as exc:
+                return StopReason.MODEL_ERROR, str(exc)
+            self._take_reply(turn, reply)
+            notice = remaining_turns_notice(
+                self._config.max_turns - turn,
+                notice_turns=self._config.remaining_turns_notice,
+                paths=self._sandbox.paths,
+            )
+            if not reply.tool_calls:
+                nudge = no_tool_call_nudge(self._sandbox.paths) + notice
+                self._transcript.append(self._model.user_message(nudge))
+                self._recorder.message(turn, "user", nudge)
+                return None
+            last = len(reply.tool_calls) - 1
+            for index, call in enumerate(reply.tool_calls):
+                self._recorder.tool_called(turn, call)
+                if call.name == SUBMIT:
+                    self._recorder.observed(turn, call, SUBMITTED_OBSERVATION, 0.0)
+                    return StopReason.SUBMITTED, None
+                call_started = time.perf_counter()
+                try:
+                    output = await self._run_tool(call)
+                except SandboxLostError as exc:
+                    return StopReason.SANDBOX_LOST, str(exc)
+                finally:
+                    call_s = time.perf_counter() - call_started
+                    tool_s += call_s
+                if index == last:
+                    output += notice
+                self._transcript.append(self._model.tool_result_message(call, output))
+                self._recorder.observed(turn, call, output, call_s)
+            return None
+        finally:
+            self._close_turn(turn, turn_started, tool_s)
+
+    async def _ask_model(self, turn: int) -> ModelTurn:
+        for attempt in itertools.count():
+            asked = time.perf_counter()
+            try:
+                return await self._model.complete(
+                    self._transcript, self._specs, max_tokens=self._max_tokens
+                )
+            except ContextLengthExceededError as exc:
+                smaller = shrunk_max_tokens(
+                    self._max_tokens, exc, floor=self._config.min_completion_tokens
+                )
+                if smaller is None or attempt >= self._config.context_retries:
+                    raise
+                log.warning(
+                    "max_tokens_reduced",
+                    task=self._task.id,
+                    turn=turn,
+                    old=self._max_tokens,
+                    new=smaller,
+                )
+                self._recorder.max_tokens_reduced(turn, self._max_tokens, smaller, str(exc))
+                self._max_tokens = smaller
+            finally:
+                self._turn_model_s += time.perf_counter() - asked
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _take_reply(self, turn: int, reply: ModelTurn) -> None:
+        self._usage += reply.usage
+        if reply.text:
+            self._last_text = reply.text
+        self._transcript.append(reply.message)
+        self._recorder.replied(turn, reply, model_s=self._turn_model_s, max_tokens=self._max_tokens)
+
+    async def _run_tool(self, call: ToolCall) -> str:
+        try:
+            arguments = parse_arguments(call, self._specs)
+        except ToolArgumentError as exc:
+            return str(exc)
+        try:
+            return await self._sandbox.call_tool(call.name, arguments)
+        except ToolError as exc:  # the contract says "returned as text"; be lenient anyway
+            return str(exc)
+
+    def _close_turn(self, turn: int, started: float, tool_s: float) -> None:
+        wall = time.perf_counter() - started
+        self._model_s += self._turn_model_s
+        self._tool_s += tool_s
+        overhead = max(0.0, wall - self._turn_model_s - tool_s)
+        self._timings.append(TurnTiming(turn, self._turn_model_s, tool_s, overhead))
+        log.debug("agent_turn_completed", task=self._task.id, turn=turn, overhead_s=overhead)
+
+    async def _collect_outputs(
+        self, stop: StopReason, error: str | None
+    ) -> tuple[str | None, list[str], StopReason, str | None]:
+        if stop is StopReason.SANDBOX_LOST:
+            return self._last_text, [], stop, error
+        try:
+            files = await output_files(self._sandbox)
+        except SandboxLostError as exc:
+            return self._last_text, [], StopReason.SANDBOX_LOST, f"listing outputs: {exc}"
+        paths = [entry.path for entry in files]
+        try:
+            answer = await read_answer(self._sandbox, files)
+        except SandboxLostError as exc:
+            return self._last_text, paths, StopReason.SANDBOX_LOST, f"reading the answer: {exc}"
+        except ValueError as exc:  # oversized answer file
+            return self._last_text, paths, stop, error or str(exc)
+        return (answer if answer is not None else self._last_text), paths, stop, error
+
+    def _finish(
+        self,
+        stop: StopReason,
+        answer: str | None,
+        files: list[str],
+        error: str | None,
+        started: float,
+    ) -> AgentResult:
+        result = AgentResult(
+            task_id=self._task.id,
+            stop_reason=stop,
+            answer=answer,
+            turns=self._turns,
+            prompt_tokens=self._usage.prompt_tokens,
+            completion_tokens=self._usage.completion_tokens,
+            model_time_s=self._model_s,
+            tool_time_s=self._tool_s,
+            wall_time_s=time.perf_counter() - started,
+            output_files=files,
+            error=error,
+            trajectory_path=self._trajectory.path if self._trajectory is not None else None,
+            turn_timings=tuple(self._timings),
+        )
+        self.result = result
+        log.info(
+            "agent_run_finished",
+            task=self._task.id,
+            stop_reason=stop.value,
+            turns=self._turns,
+            error=error,
+        )
+        self._recorder.finished(result)
+        return result
+
+
+async def run_agent(
+    task: Task,
+    sandbox: AgentSandbox,
+    model: Model,
+    config: AgentConfig,
+    *,
+    trajectory: TrajectoryWriter | None = None,
+    on_event: EventSink | None = None,
+) -> AgentResult:
+    """Upload the task's files, run the loop, collect the answer and the output file list.
+
+    Never raises for model or sandbox failures (the stop reason says what happened).
+    CancelledError propagates after the `cancelled` result is recorded and reported.
+    """
+    loop = AgentLoop(task, sandbox, model, config, trajectory=trajectory, on_event=on_event)
+    return await loop.run()

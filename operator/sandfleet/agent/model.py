@@ -1,0 +1,100 @@
+"""The provider-neutral model interface the agent loop talks to, and the errors it may raise."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sandfleet.errors import ModelEndpointError
+
+if TYPE_CHECKING:
+    from sandfleet.agent.tools import ToolSpec
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ToolCall:
+    call_id: str
+    name: str
+    arguments: str
+    """JSON text exactly as the model produced it (it may be malformed)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ModelTurn:
+    """One reply of the model, already parsed out of the provider's format."""
+
+    text: str
+    tool_calls: tuple[ToolCall, ...]
+    usage: Usage
+    message: Any
+    """The reply as the provider wants it back in the transcript (appended verbatim)."""
+    reasoning: str | None = None
+    """Reasoning text some endpoints return next to the answer (kept for the trajectory)."""
+    finish_reason: str | None = None
+
+
+class Model(Protocol):
+    """A chat model with function calling.
+
+    Transcript items are opaque to the loop: the model builds them (system, user and tool
+    result messages, plus `ModelTurn.message`) and the loop only appends them in order, so
+    a turn never converts the whole transcript again.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    def system_message(self, text: str) -> Any: ...
+
+    def user_message(self, text: str) -> Any: ...
+
+    def tool_result_message(self, call: ToolCall, output: str) -> Any: ...
+
+    async def complete(
+        self, transcript: Sequence[Any], tools: Sequence[ToolSpec], *, max_tokens: int | None
+    ) -> ModelTurn:
+        """Return the next reply. Raises ModelError (ContextLengthExceededError when the
+        prompt plus `max_tokens` does not fit) once the endpoint's own retries are spent."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class ModelError(ModelEndpointError):
+    """The endpoint failed after retries or rejected the request; the run stops with model_error."""
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        """HTTP status of the last failed attempt; None for connection errors and timeouts."""
+
+
+class ContextLengthExceededError(ModelError):
+    """The prompt plus the completion budget exceed the model's context window."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        context_window: int | None = None,
+        prompt_tokens: int | None = None,
+        status_code: int | None = 400,
+    ) -> None:
+        super().__init__(message, status_code=status_code)
+        self.context_window = context_window
+        """The window size the endpoint reported, when its message says so."""
+        self.prompt_tokens = prompt_tokens
+        """Tokens in the prompt alone, when the endpoint's message says so."""

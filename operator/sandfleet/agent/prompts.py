@@ -1,0 +1,110 @@
+"""Model-facing texts: default prompts, seed-format template filling, nudges and turn notices."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+
+class PathsView(Protocol):
+    """The sandbox layout as the model sees it (SandboxPaths satisfies it)."""
+
+    @property
+    def working_dir(self) -> str: ...
+
+    @property
+    def input_dir(self) -> str: ...
+
+    @property
+    def output_dir(self) -> str: ...
+
+    @property
+    def answer_file(self) -> str: ...
+
+
+DEFAULT_SYSTEM_PROMPT = """\
+You are an autonomous agent with your own Linux computer: a sandbox where you can run any \
+shell command, install packages, write and run programs, and read and write files.
+
+How to work:
+- Explore freely. Look at the files you were given, try things, and use whatever tools \
+the sandbox offers.
+- Do computation in files, not in your head: write a script, run it, read its output. \
+Prefer exact results from code over arithmetic in prose.
+- Check your work with the sandbox before you rely on it (run tests, re-run scripts, \
+inspect outputs).
+- Nobody will answer questions; decide for yourself and keep going.
+
+Layout:
+- Working directory: {working_dir}
+- Input files for the task (if any): {input_dir}
+- Put every file you produce in: {output_dir}
+- Final answer: write it to {answer_file} (just the answer, no explanation).
+
+Every reply must call a tool. When the task is done and the answer file is written, call \
+`submit`.
+"""
+
+DEFAULT_INSTANCE_PROMPT = """\
+{problem_statement}
+
+Remember: write the final answer to {answer_file}, then call `submit`.
+"""
+
+_NUDGE = """\
+Your last reply did not call any tool, and every reply must call one. Carry on with the \
+task on your own: nobody is available to help. Use `execute_bash` or \
+`str_replace_editor` to make progress, and when you are done write the answer to \
+{answer_file} and call `submit`."""
+
+
+def template_values(paths: PathsView, problem_statement: str = "") -> dict[str, str]:
+    """Placeholders a prompt template may use (the seed's plus ours)."""
+    return {
+        "problem_statement": problem_statement,
+        "working_dir": paths.working_dir,
+        "input_dir": paths.input_dir,
+        "output_dir": paths.output_dir,
+        "answer_file": paths.answer_file,
+        # The seed project's system prompts carry these; it fills them with nothing.
+        "command_docs": "",
+        "demo": "",
+    }
+
+
+class _KeepUnknown(dict[str, str]):
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def fill_template(template: str, values: Mapping[str, str]) -> str:
+    """str.format-style filling that leaves unknown placeholders as they are.
+
+    A template with stray braces (e.g. a code sample) cannot go through str.format at all;
+    then only the known placeholders are replaced, textually.
+    """
+    try:
+        return template.format_map(_KeepUnknown(values))
+    except (ValueError, IndexError, AttributeError, KeyError):
+        for key, value in values.items():
+            template = template.replace("{" + key + "}", value)
+        return template
+
+
+def no_tool_call_nudge(paths: PathsView) -> str:
+    return _NUDGE.format(answer_file=paths.answer_file)
+
+
+def remaining_turns_notice(remaining: int, *, notice_turns: int, paths: PathsView) -> str:
+    """Suffix for the last message of a turn once the end is near ("" before that).
+
+    `remaining` counts the model calls still allowed after the current turn.
+    """
+    if remaining <= 0 or remaining > notice_turns:
+        return ""
+    if remaining == 1:
+        return (
+            "\nSteps remaining: 1. This is your last step: write your final answer to "
+            f"{paths.answer_file} and call `submit` now."
+        )
+    return f"\nSteps remaining: {remaining}"

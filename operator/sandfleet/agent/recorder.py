@@ -1,0 +1,147 @@
+"""Reports a run as it happens: trajectory records (when writing one) and progress events."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from typing import Any
+
+from sandfleet.agent.config import AgentConfig
+from sandfleet.agent.events import (
+    EventSink,
+    ModelReplied,
+    ObservationReceived,
+    RunFinished,
+    ToolCalled,
+    TurnStarted,
+    one_line,
+    summarize_arguments,
+)
+from sandfleet.agent.model import ModelTurn, ToolCall
+from sandfleet.agent.prompts import PathsView
+from sandfleet.agent.results import AgentResult
+from sandfleet.agent.tools import ToolSpec
+from sandfleet.agent.trajectory import FORMAT_VERSION, TrajectoryWriter
+
+
+class RunRecorder:
+    """One method per thing that happens in a run; each writes its record and event.
+
+    Event objects are only built when someone listens, keeping unobserved runs cheap.
+    """
+
+    def __init__(
+        self, task_id: str, trajectory: TrajectoryWriter | None, on_event: EventSink | None
+    ) -> None:
+        self._task_id = task_id
+        self._trajectory = trajectory
+        self._on_event = on_event
+
+    def started(
+        self, *, model: str, config: AgentConfig, specs: Sequence[ToolSpec], paths: PathsView
+    ) -> None:
+        self._write(
+            {
+                "kind": "meta",
+                "format": FORMAT_VERSION,
+                "task_id": self._task_id,
+                "model": model,
+                "base_url": config.base_url,
+                "max_turns": config.max_turns,
+                "max_tokens": config.max_tokens,
+                "temperature": config.temperature,
+                "tools": [spec.name for spec in specs],
+                "paths": {
+                    "working_dir": paths.working_dir,
+                    "input_dir": paths.input_dir,
+                    "output_dir": paths.output_dir,
+                    "answer_file": paths.answer_file,
+                },
+                "started_at": datetime.datetime.now(datetime.UTC).isoformat(),
+            }
+        )
+
+    def message(self, turn: int, role: str, content: str) -> None:
+        self._write({"kind": "message", "turn": turn, "role": role, "content": content})
+
+    def turn_started(self, turn: int, max_turns: int) -> None:
+        if self._on_event is not None:
+            self._on_event(TurnStarted(self._task_id, turn, max_turns))
+
+    def replied(
+        self, turn: int, reply: ModelTurn, *, model_s: float, max_tokens: int | None
+    ) -> None:
+        message: dict[str, Any] = {
+            "kind": "message",
+            "turn": turn,
+            "role": "assistant",
+            "content": reply.text,
+        }
+        if reply.reasoning:
+            message["reasoning"] = reply.reasoning
+        if reply.finish_reason:
+            message["finish_reason"] = reply.finish_reason
+        self._write(message)
+        self._write(
+            {
+                "kind": "usage",
+                "turn": turn,
+                "prompt_tokens": reply.usage.prompt_tokens,
+                "completion_tokens": reply.usage.completion_tokens,
+                "model_s": round(model_s, 6),
+                "max_tokens": max_tokens,
+            }
+        )
+        if self._on_event is not None:
+            text = one_line(reply.text)
+            self._on_event(ModelReplied(self._task_id, turn, text, len(reply.tool_calls), model_s))
+
+    def tool_called(self, turn: int, call: ToolCall) -> None:
+        self._write(
+            {
+                "kind": "tool_call",
+                "turn": turn,
+                "call_id": call.call_id,
+                "name": call.name,
+                "arguments": call.arguments,
+            }
+        )
+        if self._on_event is not None:
+            summary = summarize_arguments(call.name, call.arguments)
+            self._on_event(ToolCalled(self._task_id, turn, call.name, summary))
+
+    def observed(self, turn: int, call: ToolCall, output: str, tool_s: float) -> None:
+        self._write(
+            {
+                "kind": "observation",
+                "turn": turn,
+                "call_id": call.call_id,
+                "name": call.name,
+                "output": output,
+                "duration_s": round(tool_s, 6),
+            }
+        )
+        if self._on_event is not None:
+            short = one_line(output)
+            self._on_event(ObservationReceived(self._task_id, turn, call.name, short, tool_s))
+
+    def max_tokens_reduced(self, turn: int, old: int | None, new: int, reason: str) -> None:
+        self._write(
+            {
+                "kind": "notice",
+                "turn": turn,
+                "event": "max_tokens_reduced",
+                "old": old,
+                "new": new,
+                "reason": reason,
+            }
+        )
+
+    def finished(self, result: AgentResult) -> None:
+        self._write({"kind": "result", **result.to_record()})
+        if self._on_event is not None:
+            self._on_event(RunFinished(result))
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self._trajectory is not None:
+            self._trajectory.write(record)

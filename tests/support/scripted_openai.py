@@ -1,0 +1,343 @@
+"""A scripted OpenAI-compatible chat-completions server on 127.0.0.1 (stdlib asyncio only).
+
+Real HTTP/1.1 with keep-alive, so the real `openai` client talks to it unchanged. Each
+POST .../chat/completions consumes the next step of a script (or asks a responder
+function): a reply with text and/or tool calls and usage, an HTTP error (429 with
+Retry-After, 500, a 400 context-length error, ...) or a hang that lasts until released.
+Every request body is recorded for assertions.
+
+Also runnable as a process for benchmarks:
+    python tests/support/scripted_openai.py --bench-tool-turns 10
+prints "PORT\\n" once listening and answers every conversation with that many
+execute_bash calls, then a submit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import itertools
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    411: "Length Required",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ScriptedCall:
+    name: str
+    arguments: str | Mapping[str, Any] = "{}"
+    """A mapping is sent as JSON; a string is sent as is (so it may be malformed)."""
+    call_id: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Reply:
+    text: str | None = None
+    tool_calls: Sequence[ScriptedCall] = ()
+    prompt_tokens: int = 10
+    completion_tokens: int = 5
+    finish_reason: str | None = None
+    reasoning: str | None = None
+    """Sent as the vLLM-style `reasoning_content` field of the message."""
+    delay_s: float = 0.0
+    """Simulated generation latency before the reply is sent."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Fail:
+    status: int
+    message: str = "scripted failure"
+    code: str | None = None
+    retry_after_s: float | None = None
+    """Sent as a Retry-After header (seconds; fractions allowed, the SDK accepts them)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Hang:
+    """Hold the request open until `release` is set (then answer `then`) or the client leaves."""
+
+    release: asyncio.Event | None = None
+    then: Reply | Fail | None = None
+
+
+Step = Reply | Fail | Hang
+
+
+def tool_call(name: str, arguments: str | Mapping[str, Any] = "{}") -> ScriptedCall:
+    return ScriptedCall(name, arguments)
+
+
+def bash(command: str) -> ScriptedCall:
+    return ScriptedCall("execute_bash", {"command": command})
+
+
+def submit() -> ScriptedCall:
+    return ScriptedCall("submit", {})
+
+
+def context_length_failure(window: int, prompt_tokens: int, requested: int) -> Fail:
+    """A 400 worded the way vLLM reports an overflowing request."""
+    return Fail(
+        400,
+        f"This model's maximum context length is {window} tokens. However, you requested "
+        f"{prompt_tokens + requested} tokens ({prompt_tokens} in the messages, {requested} "
+        "in the completion). Please reduce the length of the messages or completion.",
+        code="context_length_exceeded",
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordedRequest:
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    """Lower-cased names."""
+    body: Any
+    received_at: float
+
+
+class ScriptedOpenAIServer:
+    """`async with ScriptedOpenAIServer([Reply(...), Fail(429, ...)]) as server:` then point
+    an AsyncOpenAI client (or AgentConfig.base_url) at `server.base_url`."""
+
+    def __init__(
+        self,
+        script: Iterable[Step] = (),
+        *,
+        responder: Callable[[RecordedRequest], Step] | None = None,
+    ) -> None:
+        self._script: list[Step] = list(script)
+        self._responder = responder
+        self.requests: list[RecordedRequest] = []
+        self._arrived = asyncio.Condition()
+        self._server: asyncio.Server | None = None
+        self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
+        self._ids = itertools.count(1)
+        self.port = 0
+        self.in_flight = 0
+        """Chat requests received and not yet answered."""
+        self.max_in_flight = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def add(self, *steps: Step) -> None:
+        self._script.extend(steps)
+
+    @property
+    def chat_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    async def start(self) -> ScriptedOpenAIServer:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def close(self) -> None:
+        if self._server is None:
+            return
+        self._server.close()
+        # Closing the sockets lets every handler (hung ones too) see EOF and return.
+        for writer in self._connections.values():
+            writer.close()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        await self._server.wait_closed()
+        self._server = None
+
+    async def __aenter__(self) -> ScriptedOpenAIServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def wait_for_requests(self, count: int, timeout_s: float = 10.0) -> None:
+        """Return once `count` requests have arrived (raises TimeoutError after timeout_s)."""
+        async with asyncio.timeout(timeout_s), self._arrived:
+            await self._arrived.wait_for(lambda: len(self.requests) >= count)
+
+    # --- HTTP ---------------------------------------------------------------------------------
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections[task] = writer
+        try:
+            while await self._serve_one(reader, writer):
+                pass
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            self._connections.pop(task, None)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError:
+            return False
+        request_line, *header_lines = head.decode("latin-1").split("\r\n")
+        method, path, _ = request_line.split(" ", 2)
+        headers = {}
+        for line in header_lines:
+            if ":" in line:
+                name, value = line.split(":", 1)
+                headers[name.strip().lower()] = value.strip()
+        if "content-length" not in headers and method == "POST":
+            await _respond(writer, 411, {"error": {"message": "content-length required"}})
+            return False
+        raw = await reader.readexactly(int(headers.get("content-length", "0")))
+        body = json.loads(raw) if raw else None
+        request = RecordedRequest(method, path, headers, body, time.monotonic())
+        async with self._arrived:
+            self.requests.append(request)
+            self._arrived.notify_all()
+        keep_alive = headers.get("connection", "").lower() != "close"
+        if method != "POST" or not path.endswith("/chat/completions"):
+            await _respond(writer, 404, {"error": {"message": f"no route {method} {path}"}})
+            return keep_alive
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            return await self._answer(self._next_step(request), body, reader, writer, keep_alive)
+        finally:
+            self.in_flight -= 1
+
+    async def _answer(
+        self,
+        step: Step,
+        body: Any,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        keep_alive: bool,
+    ) -> bool:
+        if isinstance(step, Hang):
+            resumed = await self._hang(step, reader)
+            if resumed is None:
+                return False
+            step = resumed
+        if isinstance(step, Fail):
+            extra = {}
+            if step.retry_after_s is not None:
+                extra["retry-after"] = f"{step.retry_after_s:g}"
+            error = {"message": step.message, "type": "scripted_error", "code": step.code}
+            await _respond(writer, step.status, {"error": error}, extra)
+            return keep_alive
+        if step.delay_s:
+            await asyncio.sleep(step.delay_s)
+        await _respond(writer, 200, self._completion(step, body))
+        return keep_alive
+
+    def _next_step(self, request: RecordedRequest) -> Step:
+        if self._script:
+            return self._script.pop(0)
+        if self._responder is not None:
+            return self._responder(request)
+        return Fail(400, "scripted server: the script is exhausted")
+
+    async def _hang(self, step: Hang, reader: asyncio.StreamReader) -> Reply | Fail | None:
+        # Watching the socket too: a client that gives up (timeout, cancellation) closes it.
+        waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(reader.read(1))]
+        if step.release is not None:
+            waiters.append(asyncio.ensure_future(step.release.wait()))
+        try:
+            done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+        if waiters[0] in done or step.then is None:
+            return None
+        return step.then
+
+    def _completion(self, reply: Reply, body: Any) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+        if reply.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": call.call_id or f"call_{next(self._ids)}",
+                    "type": "function",
+                    "function": {
+                        "name": call.name,
+                        "arguments": call.arguments
+                        if isinstance(call.arguments, str)
+                        else json.dumps(call.arguments),
+                    },
+                }
+                for call in reply.tool_calls
+            ]
+        if reply.reasoning is not None:
+            message["reasoning_content"] = reply.reasoning
+        finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
+        return {
+            "id": f"chatcmpl-{next(self._ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": (body or {}).get("model", "scripted"),
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {
+                "prompt_tokens": reply.prompt_tokens,
+                "completion_tokens": reply.completion_tokens,
+                "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+            },
+        }
+
+
+async def _respond(
+    writer: asyncio.StreamWriter,
+    status: int,
+    payload: Any,
+    extra_headers: Mapping[str, str] | None = None,
+) -> None:
+    data = json.dumps(payload).encode()
+    lines = [
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
+        "content-type: application/json",
+        f"content-length: {len(data)}",
+        "connection: keep-alive",
+        *(f"{k}: {v}" for k, v in (extra_headers or {}).items()),
+    ]
+    writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + data)
+    await writer.drain()
+
+
+def bench_responder(tool_turns: int) -> Callable[[RecordedRequest], Step]:
+    """Every conversation: `tool_turns` execute_bash calls, then submit (stateless)."""
+
+    def respond(request: RecordedRequest) -> Step:
+        done = sum(1 for m in request.body.get("messages", ()) if m.get("role") == "tool")
+        if done < tool_turns:
+            return Reply(tool_calls=[bash(f"echo step {done}")], prompt_tokens=100 + done)
+        return Reply(text="done", tool_calls=[submit()])
+
+    return respond
+
+
+async def _serve_forever(tool_turns: int) -> None:
+    server = await ScriptedOpenAIServer(responder=bench_responder(tool_turns)).start()
+    print(server.port, flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await server.close()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--bench-tool-turns", type=int, default=10)
+    args = parser.parse_args()
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve_forever(args.bench_tool_turns))

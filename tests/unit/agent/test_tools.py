@@ -1,0 +1,142 @@
+"""Tool schemas (seed compatibility) and argument checking."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sandfleet.agent.model import ToolCall
+from sandfleet.agent.tools import ToolArgumentError, parse_arguments, tool_specs
+
+SPECS = tool_specs()
+
+
+def call(name: str, arguments: str | dict[str, object]) -> ToolCall:
+    return ToolCall("c1", name, arguments if isinstance(arguments, str) else json.dumps(arguments))
+
+
+def test_tools_come_in_the_seed_order_with_the_seed_parameters() -> None:
+    specs = tool_specs(offer_undo_edit=False)
+    assert [s.name for s in specs] == ["str_replace_editor", "execute_bash", "submit"]
+    editor, bash, submit = (s.parameters for s in specs)
+    assert editor["required"] == ["command", "path"]
+    assert editor["properties"]["command"]["enum"] == ["view", "create", "str_replace", "insert"]
+    types = {name: prop["type"] for name, prop in editor["properties"].items()}
+    assert types == {
+        "command": "string",
+        "path": "string",
+        "file_text": "string",
+        "old_str": "string",
+        "new_str": "string",
+        "insert_line": "integer",
+        "view_range": "array",
+    }
+    assert editor["properties"]["view_range"]["items"] == {"type": "integer"}
+    assert bash == {
+        "type": "object",
+        "properties": {
+            "command": {
+                "type": "string",
+                "description": bash["properties"]["command"]["description"],
+            }
+        },
+        "required": ["command"],
+    }
+    assert submit == {"type": "object", "properties": {}, "required": []}
+
+
+def test_undo_edit_is_offered_unless_switched_off() -> None:
+    assert tool_specs()[0].parameters["properties"]["command"]["enum"][-1] == "undo_edit"
+    assert "undo_edit" in tool_specs()[0].description
+    assert "undo_edit" not in tool_specs(offer_undo_edit=False)[0].description
+
+
+def test_specs_are_shared_between_runs() -> None:
+    assert tool_specs() is tool_specs()
+
+
+def test_malformed_json_is_reported_to_the_model() -> None:
+    with pytest.raises(ToolArgumentError, match=r"not valid JSON .* at character \d+"):
+        parse_arguments(call("execute_bash", '{"command": "ls'), SPECS)
+
+
+def test_arguments_that_are_not_an_object_are_reported() -> None:
+    with pytest.raises(ToolArgumentError, match="must be a JSON object, got a list"):
+        parse_arguments(call("execute_bash", "[1]"), SPECS)
+
+
+def test_an_unknown_tool_names_the_available_ones() -> None:
+    with pytest.raises(ToolArgumentError) as caught:
+        parse_arguments(call("python", {"code": "1"}), SPECS)
+    assert str(caught.value) == (
+        "Error: there is no tool named 'python'. "
+        "The available tools are: str_replace_editor, execute_bash, submit."
+    )
+
+
+def test_a_missing_required_parameter_is_named() -> None:
+    with pytest.raises(ToolArgumentError, match="needs the parameter `path`"):
+        parse_arguments(call("str_replace_editor", {"command": "view"}), SPECS)
+
+
+def test_a_parameter_of_the_wrong_type_is_reported() -> None:
+    with pytest.raises(
+        ToolArgumentError, match="`command` of execute_bash must be a string, got a number 5"
+    ):
+        parse_arguments(call("execute_bash", {"command": 5}), SPECS)
+
+
+def test_an_unknown_editor_command_is_rejected() -> None:
+    with pytest.raises(ToolArgumentError, match="'delete' is not a str_replace_editor command"):
+        parse_arguments(call("str_replace_editor", {"command": "delete", "path": "/x"}), SPECS)
+
+
+def test_undo_edit_is_accepted_even_when_not_advertised() -> None:
+    specs = tool_specs(offer_undo_edit=False)
+    parsed = parse_arguments(
+        call("str_replace_editor", {"command": "undo_edit", "path": "/x"}), specs
+    )
+    assert parsed == {"command": "undo_edit", "path": "/x"}
+
+
+def test_nulls_and_undeclared_parameters_are_dropped() -> None:
+    parsed = parse_arguments(
+        call(
+            "str_replace_editor", {"command": "view", "path": "/a", "file_text": None, "extra": 1}
+        ),
+        SPECS,
+    )
+    assert parsed == {"command": "view", "path": "/a"}
+
+
+def test_near_miss_types_are_coerced() -> None:
+    parsed = parse_arguments(
+        call(
+            "str_replace_editor",
+            {
+                "command": "insert",
+                "path": "/a",
+                "insert_line": "3",
+                "new_str": "x",
+                "view_range": "[1, 5]",
+            },
+        ),
+        SPECS,
+    )
+    assert parsed["insert_line"] == 3
+    assert parsed["view_range"] == [1, 5]
+
+
+def test_booleans_are_not_integers() -> None:
+    with pytest.raises(
+        ToolArgumentError, match="`insert_line` of str_replace_editor must be an integer"
+    ):
+        parse_arguments(
+            call("str_replace_editor", {"command": "insert", "path": "/a", "insert_line": True}),
+            SPECS,
+        )
+
+
+def test_empty_arguments_mean_no_arguments() -> None:
+    assert parse_arguments(call("submit", ""), SPECS) == {}
