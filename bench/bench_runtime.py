@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _percentile(samples: list[float], pct: float) -> float:
     ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(round(pct / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
 
 
 def _memory_kib(pid: int) -> dict[str, int]:
@@ -38,11 +38,24 @@ def _memory_kib(pid: int) -> dict[str, int]:
     return values
 
 
-def _spawn(workdir: Path, token: str, env_extra: dict[str, str]) -> tuple[subprocess.Popen[bytes], int]:
+def _spawn(
+    workdir: Path, token: str, env_extra: dict[str, str]
+) -> tuple[subprocess.Popen[bytes], int]:
     read_fd, write_fd = os.pipe()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sandfleet_runtime", "--listen", "127.0.0.1:0",
-         "--ready-fd", str(write_fd), "--workdir", str(workdir), "--log-level", "WARNING"],
+        [
+            sys.executable,
+            "-m",
+            "sandfleet_runtime",
+            "--listen",
+            "127.0.0.1:0",
+            "--ready-fd",
+            str(write_fd),
+            "--workdir",
+            str(workdir),
+            "--log-level",
+            "WARNING",
+        ],
         env={**os.environ, "SANDFLEET_RUNTIME_TOKEN": token, **env_extra},
         pass_fds=(write_fd,),
         start_new_session=True,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -28,9 +29,11 @@ _SERVICE_CONFIG = json.dumps(
     {
         "methodConfig": [
             {
-                "name": [{"service": "sandfleet.runtime.v1.EditorService"},
-                         {"service": "sandfleet.runtime.v1.SystemService"},
-                         {"service": "sandfleet.runtime.v1.BashService"}],
+                "name": [
+                    {"service": "sandfleet.runtime.v1.EditorService"},
+                    {"service": "sandfleet.runtime.v1.SystemService"},
+                    {"service": "sandfleet.runtime.v1.BashService"},
+                ],
                 "retryPolicy": {
                     "maxAttempts": 4,
                     "initialBackoff": "0.1s",
@@ -140,7 +143,7 @@ class RuntimeClient:
         self._metadata = (("authorization", f"Bearer {token}"),)
 
     async def close(self) -> None:
-        await self._channel.close()
+        await self._channel.close(grace=None)
 
     async def _rpc(self, call: Callable[[], Awaitable[T]]) -> T:
         try:
@@ -192,7 +195,11 @@ class RuntimeClient:
         try:
             async for message in call:
                 if message.HasField("chunk"):
-                    name = "stderr" if message.chunk.stream == bash_pb.OUTPUT_STREAM_STDERR else "stdout"
+                    name = (
+                        "stderr"
+                        if message.chunk.stream == bash_pb.OUTPUT_STREAM_STDERR
+                        else "stdout"
+                    )
                     yield name, message.chunk.text
                 else:
                     yield _command_result(message.result)
@@ -267,7 +274,9 @@ class RuntimeClient:
     ) -> UploadResult:
         """Stream a local file (or bytes) to `remote`; keeps the local mode bits by default."""
         if mode is None:
-            mode = (source.stat().st_mode & 0o7777) if isinstance(source, Path) else 0o644
+            mode = 0o644
+            if isinstance(source, Path):
+                mode = (await asyncio.to_thread(source.stat)).st_mode & 0o7777
         header = file_pb.UploadFileHeader(
             path=remote, mode=mode, make_parents=make_parents, overwrite=overwrite
         )
@@ -278,36 +287,39 @@ class RuntimeClient:
                 for start in range(0, len(source), _CHUNK):
                     yield file_pb.UploadFileRequest(chunk=source[start : start + _CHUNK])
                 return
-            with source.open("rb") as handle:
-                while chunk := handle.read(_CHUNK):
+            # Local disk reads go through a worker thread: a slow disk must not stall the loop.
+            handle = await asyncio.to_thread(source.open, "rb")
+            try:
+                while chunk := await asyncio.to_thread(handle.read, _CHUNK):
                     yield file_pb.UploadFileRequest(chunk=chunk)
+            finally:
+                handle.close()
 
-        resp = await self._rpc(
-            lambda: self._files.UploadFile(requests(), metadata=self._metadata)
-        )
+        resp = await self._rpc(lambda: self._files.UploadFile(requests(), metadata=self._metadata))
         return UploadResult(path=resp.path, size=resp.size, sha256=resp.sha256)
 
     async def download(self, remote: str, local: Path) -> int:
-        """Stream `remote` into `local` (written to a temporary name, then renamed); returns bytes."""
-        local.parent.mkdir(parents=True, exist_ok=True)
+        """Stream `remote` into `local` (a temporary name, then renamed); returns bytes written."""
+        await asyncio.to_thread(local.parent.mkdir, parents=True, exist_ok=True)
         partial = local.with_name(local.name + ".partial")
         call = self._files.DownloadFile(
             file_pb.DownloadFileRequest(path=remote, chunk_size=_CHUNK), metadata=self._metadata
         )
         written, mode = 0, 0o644
+        out = await asyncio.to_thread(partial.open, "wb")
         try:
-            with partial.open("wb") as out:
-                async for message in call:
-                    if message.HasField("header"):
-                        mode = message.header.mode or mode
-                        continue
-                    out.write(message.chunk)
-                    written += len(message.chunk)
+            async for message in call:
+                if message.HasField("header"):
+                    mode = message.header.mode or mode
+                    continue
+                await asyncio.to_thread(out.write, message.chunk)
+                written += len(message.chunk)
         except grpc.aio.AioRpcError as exc:
+            out.close()
             partial.unlink(missing_ok=True)
             raise _translate(exc) from exc
-        partial.chmod(mode)
-        partial.replace(local)
+        out.close()
+        await asyncio.to_thread(_publish, partial, local, mode)
         return written
 
     async def list_files(self, remote_dir: str, *, max_depth: int = 0) -> list[FileEntry]:
@@ -342,6 +354,11 @@ class RuntimeClient:
             bash_sessions=resp.bash_sessions,
             running_commands=resp.running_commands,
         )
+
+
+def _publish(partial: Path, local: Path, mode: int) -> None:
+    partial.chmod(mode)
+    partial.replace(local)
 
 
 def _translate(exc: grpc.aio.AioRpcError) -> ToolError | SandboxLostError:

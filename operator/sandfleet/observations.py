@@ -35,8 +35,8 @@ def bash_observation(result: CommandResult) -> str:
     if result.timed_out:
         text += (
             f"\n\\[NOTE]\nThe command timed out after {result.duration_s:.0f} seconds and its "
-            "processes were killed. The shell session is still usable. Run long jobs in the "
-            "background with output redirected to a file (`cmd > log.txt 2>&1 &`)."
+            "processes were killed. Run long jobs in the background with output redirected "
+            "to a file (`cmd > log.txt 2>&1 &`)."
         )
     elif result.interrupted:
         text += "\n\\[NOTE]\nThe command was interrupted."

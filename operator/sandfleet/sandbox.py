@@ -82,7 +82,7 @@ class Sandbox:
     async def local(
         cls, config: LocalSandboxConfig | None = None, **kwargs: Any
     ) -> AsyncIterator[Sandbox]:
-        """Start a runtime agent as a local child process; reclaim it (and its processes) on exit."""
+        """Start a local runtime agent; reclaim it and every process below it on exit."""
         from sandfleet.local import LocalSandboxConfig, launch_local_runtime
 
         runtime = await launch_local_runtime(config or LocalSandboxConfig())
@@ -133,7 +133,10 @@ class Sandbox:
                 return editor_observation(await self.edit(command, path, **fields))
             except (ArgumentError, ToolError) as exc:
                 return editor_error_observation(str(exc))
-        return f"Unknown action: {name}. The available tools are: execute_bash, str_replace_editor, submit."
+        return (
+            f"Unknown action: {name}. "
+            "The available tools are: execute_bash, str_replace_editor, submit."
+        )
 
     # --- typed helpers ----------------------------------------------------------------------
     async def bash(

@@ -1,3 +1,3 @@
-"""The Sandfleet runtime agent: the gRPC server inside every sandbox (stdlib, grpcio, protobuf only)."""
+"""The Sandfleet runtime agent: the gRPC server in every sandbox (stdlib, grpcio, protobuf)."""
 
 __version__ = "0.1.0"

@@ -37,7 +37,9 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def settings_from(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[RuntimeSettings, int | None]:
+def settings_from(
+    argv: Sequence[str], environ: Mapping[str, str]
+) -> tuple[RuntimeSettings, int | None]:
     """Build settings from flags and environment; the token never comes from argv."""
     args = _parser().parse_args(argv)
     token = environ.get("SANDFLEET_RUNTIME_TOKEN") or None

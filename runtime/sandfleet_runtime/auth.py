@@ -5,17 +5,24 @@ from __future__ import annotations
 import hmac
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
 log = logging.getLogger(__name__)
 
+if TYPE_CHECKING:  # the stubs make these generic; the runtime classes are not subscriptable
+    Handler = grpc.RpcMethodHandler[Any, Any]
+    _InterceptorBase = grpc.aio.ServerInterceptor[Any, Any]
+else:
+    Handler = grpc.RpcMethodHandler
+    _InterceptorBase = grpc.aio.ServerInterceptor
+
 # Health must answer kubelet probes and load balancers, which carry no token.
 _OPEN_PREFIXES = ("/grpc.health.v1.Health/",)
 
 
-def _deny(real: grpc.RpcMethodHandler | None, message: str) -> grpc.RpcMethodHandler:
+def _deny(real: Handler | None, message: str) -> Handler:
     """A handler of the same streaming shape as `real` that aborts with UNAUTHENTICATED."""
 
     async def abort(_request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
@@ -32,7 +39,7 @@ def _deny(real: grpc.RpcMethodHandler | None, message: str) -> grpc.RpcMethodHan
     return grpc.unary_unary_rpc_method_handler(abort)
 
 
-class TokenAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class TokenAuthInterceptor(_InterceptorBase):
     """Rejects calls whose `authorization` metadata is not `Bearer <token>` with UNAUTHENTICATED.
 
     The expected token can be replaced at run time (`rotate`), so a warm sandbox can be bound
@@ -51,9 +58,9 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler]],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> Handler:
         method = handler_call_details.method
         if self._expected is None or method.startswith(_OPEN_PREFIXES):
             return await continuation(handler_call_details)
@@ -65,5 +72,7 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         # compare_digest takes time independent of where the strings differ.
         if presented and hmac.compare_digest(presented, self._expected):
             return await continuation(handler_call_details)
-        log.warning("rpc_unauthenticated", extra={"method": method, "token_present": bool(presented)})
+        log.warning(
+            "rpc_unauthenticated", extra={"method": method, "token_present": bool(presented)}
+        )
         return _deny(await continuation(handler_call_details), "missing or invalid bearer token")

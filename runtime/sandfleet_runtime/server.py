@@ -10,6 +10,9 @@ import signal
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+# `health.aio` is this module re-exported; importing it by name gives mypy its types.
+from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
 from grpc_reflection.v1alpha import reflection
 
 from sandfleet_proto.runtime.v1 import (
@@ -54,7 +57,7 @@ class RuntimeServer:
 
     server: grpc.aio.Server
     port: int
-    health: health.aio.HealthServicer
+    health: AsyncHealthServicer
     sessions: BashSessions
     reaper: ChildReaper
     limits: SessionLimits | None
@@ -121,7 +124,7 @@ def build_server(settings: RuntimeSettings) -> RuntimeServer:
     system_service_pb2_grpc.add_SystemServiceServicer_to_server(
         SystemServicer(activity, sessions, cgroup_memory), server
     )
-    health_servicer = health.aio.HealthServicer()
+    health_servicer = AsyncHealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server

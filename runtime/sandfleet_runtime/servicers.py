@@ -184,7 +184,9 @@ class EditorServicer(editor_grpc.EditorServiceServicer):
         if self._worker is not None:
             self._worker.shutdown(wait=False, cancel_futures=True)
 
-    async def View(self, request: editor_pb.ViewRequest, context: Context) -> editor_pb.ViewResponse:
+    async def View(
+        self, request: editor_pb.ViewRequest, context: Context
+    ) -> editor_pb.ViewResponse:
         view_range = list(request.view_range) or None
         output = await self._edit(context, lambda: self._editor.view(request.path, view_range))
         return editor_pb.ViewResponse(output=output)

@@ -1,8 +1,7 @@
-"""Start a real runtime agent for tests: in-process (fast) or as a child process (shutdown tests)."""
+"""Start a real runtime agent for tests: in-process (fast) or as a child process."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import secrets
@@ -16,10 +15,17 @@ from sandfleet_runtime.settings import RuntimeSettings
 
 
 @contextlib.asynccontextmanager
-async def running_runtime(workdir: Path, **overrides: object) -> AsyncIterator[tuple[RuntimeServer, str]]:
+async def running_runtime(
+    workdir: Path, **overrides: object
+) -> AsyncIterator[tuple[RuntimeServer, str]]:
     """An in-process runtime on 127.0.0.1:<free port>; yields (server, token)."""
     token = secrets.token_urlsafe(16)
-    settings = RuntimeSettings(listen="127.0.0.1:0", token=token, workdir=workdir, **overrides)  # type: ignore[arg-type]
+    settings = RuntimeSettings(
+        listen="127.0.0.1:0",
+        token=token,
+        workdir=workdir,
+        **overrides,  # type: ignore[arg-type]
+    )
     runtime = build_server(settings)
     await runtime.start()
     try:
@@ -28,26 +34,40 @@ async def running_runtime(workdir: Path, **overrides: object) -> AsyncIterator[t
         await runtime.stop(grace_s=None)
 
 
-async def spawn_runtime_process(
+def spawn_runtime_process(
     workdir: Path, token: str, *extra_args: str
 ) -> tuple[subprocess.Popen[bytes], int]:
-    """`python -m sandfleet_runtime` as a child process; returns (process, port)."""
+    """`python -m sandfleet_runtime` as a child process; returns (process, port).
+
+    Blocks until the agent reports its port: call it through asyncio.to_thread from async code.
+    """
     read_fd, write_fd = os.pipe()
+    log_path = workdir / "runtime.log"
     env = {**os.environ, "SANDFLEET_RUNTIME_TOKEN": token}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sandfleet_runtime", "--listen", "127.0.0.1:0",
-         "--ready-fd", str(write_fd), "--workdir", str(workdir), *extra_args],
-        env=env,
-        pass_fds=(write_fd,),
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    with log_path.open("wb") as log:  # the child keeps its own descriptor
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "sandfleet_runtime",
+                "--listen",
+                "127.0.0.1:0",
+                "--ready-fd",
+                str(write_fd),
+                "--workdir",
+                str(workdir),
+                *extra_args,
+            ],
+            env=env,
+            pass_fds=(write_fd,),
+            stderr=log,
+            start_new_session=True,
+        )
     os.close(write_fd)
-    loop = asyncio.get_running_loop()
-    line = await loop.run_in_executor(None, lambda: os.read(read_fd, 64))
-    os.close(read_fd)
+    with os.fdopen(read_fd, "rb") as ready:
+        line = ready.readline()
     if not line:
         proc.kill()
-        _, err = proc.communicate()
-        raise RuntimeError(f"runtime failed to start: {err.decode(errors='replace')}")
+        proc.wait()
+        raise RuntimeError(f"runtime failed to start: {log_path.read_text(errors='replace')}")
     return proc, int(line)

@@ -38,8 +38,9 @@ async def test_health_answers_without_a_token(runtime: tuple[RuntimeServer, str]
     assert overall.status == bash.status == health_pb2.HealthCheckResponse.SERVING
 
 
-@pytest.mark.parametrize("metadata", [(), (("authorization", "Bearer wrong"),),
-                                      (("authorization", "wrong"),)])
+@pytest.mark.parametrize(
+    "metadata", [(), (("authorization", "Bearer wrong"),), (("authorization", "wrong"),)]
+)
 async def test_a_missing_or_wrong_token_is_unauthenticated(
     runtime: tuple[RuntimeServer, str], metadata: tuple[tuple[str, str], ...], tmp_path: Path
 ) -> None:
@@ -49,7 +50,8 @@ async def test_a_missing_or_wrong_token_is_unauthenticated(
         with pytest.raises(grpc.aio.AioRpcError) as unary:
             await stub.RunCommand(
                 bash_pb.RunCommandRequest(command=f"touch {tmp_path}/ran"),
-                metadata=metadata, timeout=5,
+                metadata=metadata,
+                timeout=5,
             )
         files = file_grpc.FileServiceStub(channel)
         with pytest.raises(grpc.aio.AioRpcError) as streaming:
@@ -106,7 +108,7 @@ async def test_run_command_reports_exit_code_streams_and_cwd(
 
 
 async def test_session_state_persists_between_rpcs(client: RuntimeClient) -> None:
-    await client.run_command("cd /tmp; export GREETING=hi; shout() { echo \"$1!\"; }")
+    await client.run_command('cd /tmp; export GREETING=hi; shout() { echo "$1!"; }')
     result = await client.run_command('pwd; echo "$GREETING"; shout hey')
     assert result.stdout == "/tmp\nhi\nhey!\n"
 
@@ -185,7 +187,7 @@ async def test_stats_report_memory_processes_and_activity(client: RuntimeClient)
 
 
 async def test_sigterm_shuts_down_gracefully_and_leaves_no_processes(tmp_path: Path) -> None:
-    proc, port = await spawn_runtime_process(tmp_path, "tok")
+    proc, port = await asyncio.to_thread(spawn_runtime_process, tmp_path, "tok")
     client = RuntimeClient(f"127.0.0.1:{port}", "tok")
     try:
         await client.run_command(
@@ -213,6 +215,10 @@ def test_the_runtime_refuses_to_start_without_a_token(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SANDFLEET_RUNTIME_TOKEN")}
     proc = subprocess.run(
         [sys.executable, "-m", "sandfleet_runtime", "--listen", "127.0.0.1:0"],
-        env=env, capture_output=True, text=True, timeout=30, check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
     )
     assert proc.returncode != 0 and "no token" in proc.stderr

@@ -30,7 +30,10 @@ def test_the_editable_install_imports_from_the_source_tree() -> None:
 def test_a_built_wheel_imports_without_the_source_tree(tmp_path: Path) -> None:
     subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path)],
-        cwd=ROOT, check=True, capture_output=True, timeout=300,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        timeout=300,
     )
     (wheel,) = tmp_path.glob("sandfleet-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
@@ -42,9 +45,17 @@ def test_a_built_wheel_imports_without_the_source_tree(tmp_path: Path) -> None:
     # the dependencies (grpcio, protobuf) come from this environment's site-packages dir.
     site_packages = sysconfig.get_paths()["purelib"]
     out = subprocess.run(
-        [sys.executable, "-S", "-c", f"import sys; sys.path[:0] = [{str(target)!r}, "
-         f"{site_packages!r}]; {_PROBE}"],
-        capture_output=True, text=True, check=True, timeout=60, cwd=tmp_path,
+        [
+            sys.executable,
+            "-S",
+            "-c",
+            f"import sys; sys.path[:0] = [{str(target)!r}, {site_packages!r}]; {_PROBE}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        cwd=tmp_path,
     ).stdout.split()
     assert all(path.startswith(str(target)) for path in out), out
 
@@ -58,9 +69,23 @@ def test_the_runtime_imports_nothing_beyond_stdlib_grpc_and_protobuf() -> None:
     loaded = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     ).stdout.split()
-    allowed_third_party = {"grpc", "grpc_health", "grpc_reflection", "google",
-                           "sandfleet_runtime", "sandfleet_proto"}
-    stdlib = set(sys.stdlib_module_names) | {"_cython_3_1_4", "__future__"}
-    foreign = {m for m in loaded if m not in allowed_third_party and m not in stdlib
-               and not m.startswith("_")}
+    # grpc imports typing_extensions (a grpcio dependency) and, when the dev-only grpcio-tools
+    # is installed, grpc_tools; cython_runtime is the Cython extension's own module.
+    allowed_third_party = {
+        "grpc",
+        "grpc_health",
+        "grpc_reflection",
+        "google",
+        "grpc_tools",
+        "typing_extensions",
+        "cython_runtime",
+        "sandfleet_runtime",
+        "sandfleet_proto",
+    }
+    stdlib = set(sys.stdlib_module_names)
+    foreign = {
+        m
+        for m in loaded
+        if m not in allowed_third_party and m not in stdlib and not m.startswith("_")
+    }
     assert not foreign, f"the runtime imported {foreign}"

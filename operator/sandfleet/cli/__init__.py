@@ -1,0 +1,1 @@
+"""The `sandfleet` command line: run, batch and replay on one machine with local sandboxes."""

@@ -1,0 +1,222 @@
+"""`sandfleet` console script: argument parsing, settings, logging, then one subcommand."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+import sandfleet
+from sandfleet.cli.results import ExitCode
+from sandfleet.logs import configure_logging
+from sandfleet.settings import CONFIGURABLE_FIELDS, Settings, SettingsError, load_settings
+
+Handler = Callable[[argparse.Namespace, Settings, Console], int]
+
+_DESCRIPTION = """\
+Run LLM agents inside lightweight local sandboxes.
+
+  sandfleet run "What is 17 * 23? Write it to the answer file." --model M --base-url URL
+  sandfleet run examples/tasks/01_sales_by_region --model M --base-url URL
+  sandfleet batch tasks.jsonl --out results.jsonl --concurrency 8 --model M --base-url URL
+  sandfleet replay examples/trajectories/sales_by_region.jsonl
+"""
+
+_EPILOG = """\
+settings: flags > SANDFLEET_<NAME> environment variables (e.g. SANDFLEET_MODEL,
+SANDFLEET_BASE_URL, SANDFLEET_MAX_TURNS) > config file (--config, SANDFLEET_CONFIG or
+~/.config/sandfleet/config.toml, keys named like the flags: model, base_url, max_turns, ...)
+> defaults. The API key is read from the variable --api-key-env names (OPENAI_API_KEY).
+
+exit codes: 0 submitted / all submitted / all matched; 1 not submitted (max_turns,
+context_exceeded) or a replay mismatch; 2 bad usage or input; 3 model endpoint error;
+4 sandbox failed to start or was lost; 130 interrupted (Ctrl-C).
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `sandfleet` console script; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    errors = Console(stderr=True)
+    try:
+        settings = settings_from_arguments(args)
+    except SettingsError as error:
+        errors.print(f"[red]error:[/red] {error}", highlight=False)
+        return ExitCode.USAGE
+    configure_logging(level=settings.log_level, json=settings.log_json)
+    handler: Handler = args.handler
+    try:
+        return handler(args, settings, Console(highlight=False))
+    except KeyboardInterrupt:
+        # A second Ctrl-C while the first one's cleanup runs: leave at once. Local sandboxes
+        # die with their parent (the runtime agents run with --exit-with-parent).
+        errors.print("interrupted")
+        return ExitCode.CANCELLED
+
+
+def settings_from_arguments(
+    args: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> Settings:
+    """The flags the user typed, layered over the environment and the config file."""
+    flags = {name: getattr(args, name) for name in CONFIGURABLE_FIELDS if hasattr(args, name)}
+    return load_settings(flags=flags, environ=environ, config_path=args.config)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from sandfleet.cli import batch, replay, run
+
+    parser = argparse.ArgumentParser(
+        prog="sandfleet",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"sandfleet {sandfleet.__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common = _common_options()
+    agent = _agent_options()
+
+    run_parser = commands.add_parser(
+        "run",
+        parents=[common, agent],
+        help="run one task in a fresh local sandbox",
+        description="Run one task: a prompt, a prompt file, or a seed-format task folder\n"
+        "(prompt.txt, optional prompt_config.yaml and input/). Results go to\n"
+        "<results-dir>/<task-id>/: output/, trajectory.jsonl, result.json.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_arguments(run_parser)
+    run_parser.set_defaults(handler=run.run_command)
+
+    batch_parser = commands.add_parser(
+        "batch",
+        parents=[common, agent],
+        help="run many tasks from a JSON Lines file, resumably",
+        description='Run every task of TASKS.jsonl ({"id", "prompt", "files"?, "task_dir"?} '
+        "per line),\nappending one result line per task to --out as it finishes.\n"
+        "Re-running the same command skips ids already in --out.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    batch.add_arguments(batch_parser)
+    batch_parser.set_defaults(handler=batch.batch_command)
+
+    replay_parser = commands.add_parser(
+        "replay",
+        parents=[common, _sandbox_options()],
+        help="re-execute a trajectory's tool calls and compare the observations",
+        description="Re-run the tool calls recorded in a trajectory in a fresh local sandbox\n"
+        "(the recorded input files uploaded first; no model needed) and report, per call,\n"
+        "whether the observation matches the recorded one. Exits 0 when all match.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    replay.add_arguments(replay_parser)
+    replay_parser.set_defaults(handler=replay.replay_command)
+    return parser
+
+
+def _common_options() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    group = options.add_argument_group("configuration")
+    group.add_argument(
+        "--config", type=Path, metavar="PATH", help="config file (TOML) instead of the default"
+    )
+    group.add_argument("--log-level", dest="log_level", metavar="LEVEL", help="default WARNING")
+    group.add_argument(
+        "--log-json",
+        dest="log_json",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="JSON log lines on stderr (default: when stderr is not a terminal)",
+    )
+    return options
+
+
+def _sandbox_options() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    group = options.add_argument_group("sandbox")
+    group.add_argument(
+        "--isolation",
+        choices=["auto", "namespaces", "none"],
+        help="local sandbox isolation (default auto: namespaces when available)",
+    )
+    group.add_argument(
+        "--state-dir",
+        dest="state_dir",
+        type=Path,
+        metavar="DIR",
+        help="where local sandboxes keep their private directories",
+    )
+    group.add_argument(
+        "--tool-timeout",
+        dest="tool_timeout_s",
+        type=float,
+        metavar="SECONDS",
+        help="timeout of one execute_bash call (default 120)",
+    )
+    return options
+
+
+def _agent_options() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False, parents=[_sandbox_options()])
+    model = options.add_argument_group("model")
+    model.add_argument("--model", "-m", help="model name at the endpoint")
+    model.add_argument(
+        "--base-url",
+        dest="base_url",
+        metavar="URL",
+        help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1",
+    )
+    model.add_argument(
+        "--api-key-env",
+        dest="api_key_env",
+        metavar="VAR",
+        help="environment variable holding the API key (default OPENAI_API_KEY)",
+    )
+    model.add_argument(
+        "--max-turns",
+        dest="max_turns",
+        type=int,
+        metavar="N",
+        help="model calls per task (default 100)",
+    )
+    model.add_argument(
+        "--max-tokens",
+        dest="max_tokens",
+        type=int,
+        metavar="N",
+        help="completion tokens per model call",
+    )
+    model.add_argument("--temperature", type=float)
+    model.add_argument(
+        "--request-timeout",
+        dest="request_timeout_s",
+        type=float,
+        metavar="SECONDS",
+        help="timeout of one model request (default 600)",
+    )
+    model.add_argument(
+        "--max-retries",
+        dest="max_retries",
+        type=int,
+        metavar="N",
+        help="retries of a failed model request (default 2)",
+    )
+    model.add_argument(
+        "--results-dir",
+        dest="results_dir",
+        type=Path,
+        metavar="DIR",
+        help="where each task's folder goes (default ./sandfleet-results)",
+    )
+    return options
+
+
+if __name__ == "__main__":
+    sys.exit(main())

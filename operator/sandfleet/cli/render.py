@@ -1,0 +1,188 @@
+"""Rich output of the CLI: the live trace of a run, the run summary and the batch summary."""
+
+from __future__ import annotations
+
+import collections
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from sandfleet.agent import (
+    AgentEvent,
+    ModelReplied,
+    ObservationReceived,
+    StopReason,
+    ToolCalled,
+    TurnStarted,
+)
+from sandfleet.agent.tools import SUBMIT
+from sandfleet.cli.results import OUTPUT_FOLDER, RESULT_FILE, TaskOutcome
+
+_OBSERVATION_CHARS = 110
+_ANSWER_CHARS = 2000
+_STOP_STYLES: dict[str, str] = {
+    StopReason.SUBMITTED: "green",
+    StopReason.MAX_TURNS: "yellow",
+    StopReason.CONTEXT_EXCEEDED: "yellow",
+}
+
+
+def stop_style(stop_reason: str) -> str:
+    return _STOP_STYLES.get(stop_reason, "red")
+
+
+def shorten(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+# The seed-format headers every observation starts with (already flattened to one line);
+# the trace shows the exit code and the output without them.
+_BASH_HEADER = re.compile(
+    r"^Exit code: (?:Error: Exit code )?(-?\d+) Execution output of \\\[execute_bash\]: "
+    r"\\\[STDOUT\] ?"
+)
+_EDITOR_HEADER = "Execution output of \\[str_replace_editor]: "
+
+
+def observation_summary(output: str) -> str:
+    """A flattened observation without its seed-format header: "exit 0 | <output>"."""
+    match = _BASH_HEADER.match(output)
+    if match:
+        rest = output[match.end() :].replace("\\[STDERR] ", "stderr: ")
+        return f"exit {match.group(1)} | {rest}" if rest else f"exit {match.group(1)}"
+    return output.removeprefix(_EDITOR_HEADER)
+
+
+class TraceRenderer:
+    """Prints a run's events as they happen: turn, model text, tool call, short observation.
+
+    Dynamic text is put into Text objects, never into markup, so a model's "[red]" or a
+    command's brackets print verbatim.
+    """
+
+    def __init__(self, console: Console, *, prefix: str = "") -> None:
+        self._console = console
+        self._prefix = prefix
+
+    def __call__(self, event: AgentEvent) -> None:
+        line = self._line(event)
+        if line is not None:
+            # One terminal line per event: the trajectory has the full text.
+            self._console.print(
+                Text(self._prefix) + line if self._prefix else line,
+                no_wrap=True,
+                overflow="ellipsis",
+            )
+
+    def _line(self, event: AgentEvent) -> Text | None:
+        if isinstance(event, TurnStarted):
+            return Text(f"turn {event.turn}/{event.max_turns}", style="bold blue")
+        if isinstance(event, ModelReplied) and event.text:
+            return Text.assemble(("  model ", "dim"), (event.text, "italic"))
+        if isinstance(event, ToolCalled):
+            arguments = "" if event.name == SUBMIT else event.arguments
+            return Text.assemble(("  → ", "cyan"), (event.name, "bold cyan"), " ", arguments)
+        if isinstance(event, ObservationReceived):
+            return Text.assemble(
+                ("    ← ", "dim"),
+                (f"{event.tool_s:.2f}s ", "dim"),
+                shorten(observation_summary(event.output), _OBSERVATION_CHARS),
+            )
+        return None  # RunFinished and silent replies: the summary follows the run
+
+
+def print_run_summary(console: Console, outcome: TaskOutcome) -> None:
+    """The end of `sandfleet run`: how it stopped, the answer, and where everything went."""
+    console.print()
+    status = Text.assemble(
+        ("stop reason ", "bold"),
+        (outcome.stop_reason, f"bold {stop_style(outcome.stop_reason)}"),
+        f"   turns {outcome.turns}   tokens {outcome.prompt_tokens} in / "
+        f"{outcome.completion_tokens} out   {outcome.total_time_s:.1f}s "
+        f"(agent loop {outcome.wall_time_s:.1f}s)",
+    )
+    console.print(status)
+    if outcome.error:
+        console.print(Text.assemble(("error ", "bold red"), outcome.error))
+    if outcome.answer is not None:
+        console.print(Text("answer", style="bold"))
+        answer = outcome.answer
+        if len(answer) > _ANSWER_CHARS:
+            answer = answer[:_ANSWER_CHARS] + "…"
+        console.print(Text(answer))
+    if outcome.results_dir:
+        folder = Path(outcome.results_dir)
+        table = Table(show_header=False, box=None, padding=(0, 2, 0, 0))
+        table.add_column(style="bold")
+        table.add_column()
+        if outcome.output_files:
+            table.add_row("output files", f"{folder / OUTPUT_FOLDER} ({len(outcome.output_files)})")
+        if outcome.trajectory:
+            table.add_row("trajectory", outcome.trajectory)
+        table.add_row("result", str(folder / RESULT_FILE))
+        console.print(table)
+
+
+def finished_task_line(outcome: TaskOutcome) -> Text:
+    """One line per task as a batch goes: mark, id, stop reason, turns, error."""
+    mark = "✓" if outcome.submitted else ("✗" if outcome.failed else "•")
+    line = Text.assemble(
+        (mark + " ", stop_style(outcome.stop_reason)),
+        (outcome.id, "bold"),
+        " ",
+        (outcome.stop_reason, stop_style(outcome.stop_reason)),
+        f"  {outcome.turns} turns  {outcome.total_time_s:.1f}s",
+    )
+    if outcome.error:
+        line.append("  " + shorten(outcome.error, 100), style="dim")
+    return line
+
+
+def batch_summary_table(
+    outcomes: Sequence[TaskOutcome], *, ran_now: int, elapsed_s: float
+) -> Table:
+    """Totals by stop reason over every task in the results log, plus this session's rate."""
+    by_reason: dict[str, list[TaskOutcome]] = collections.defaultdict(list)
+    for outcome in outcomes:
+        by_reason[outcome.stop_reason].append(outcome)
+    table = Table(title="batch summary", title_justify="left")
+    table.add_column("stop reason")
+    table.add_column("tasks", justify="right")
+    table.add_column("share", justify="right")
+    table.add_column("mean turns", justify="right")
+    table.add_column("tokens in", justify="right")
+    table.add_column("tokens out", justify="right")
+    total = len(outcomes)
+    ordered = sorted(by_reason.items(), key=lambda item: (-len(item[1]), item[0]))
+    for reason, group in ordered:
+        table.add_row(
+            Text(reason, style=stop_style(reason)),
+            str(len(group)),
+            f"{len(group) / total:.0%}",
+            f"{_mean(o.turns for o in group):.1f}",
+            f"{sum(o.prompt_tokens for o in group):,}",
+            f"{sum(o.completion_tokens for o in group):,}",
+        )
+    table.add_section()
+    table.add_row(
+        Text("all", style="bold"),
+        str(total),
+        "100%" if total else "-",
+        f"{_mean(o.turns for o in outcomes):.1f}",
+        f"{sum(o.prompt_tokens for o in outcomes):,}",
+        f"{sum(o.completion_tokens for o in outcomes):,}",
+    )
+    rate = ran_now / (elapsed_s / 60) if elapsed_s > 0 else 0.0
+    table.caption = f"this session: {ran_now} tasks in {elapsed_s:.1f}s = {rate:.1f} tasks/min"
+    table.caption_justify = "left"
+    return table
+
+
+def _mean(values: Iterable[int]) -> float:
+    numbers = list(values)
+    return sum(numbers) / len(numbers) if numbers else 0.0

@@ -1,0 +1,287 @@
+"""`sandfleet replay TRAJECTORY.jsonl`: re-run recorded tool calls, compare the observations."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from sandfleet.agent import ToolCall, read_trajectory, tool_specs
+from sandfleet.agent.events import summarize_arguments
+from sandfleet.agent.prompts import remaining_turns_notice
+from sandfleet.agent.sandbox_access import upload_task_files
+from sandfleet.agent.tools import SUBMIT, ToolArgumentError, parse_arguments
+from sandfleet.cli.execution import TASK_INPUTS_KIND, embedded_files, sandbox_config
+from sandfleet.cli.results import ExitCode
+from sandfleet.cli.run import run_until_interrupted
+from sandfleet.errors import SandboxLostError, SandfleetError, ToolError
+from sandfleet.sandbox import Sandbox, SandboxPaths
+from sandfleet.settings import Settings
+
+# AgentConfig's default, for trajectories whose records do not say.
+_DEFAULT_NOTICE_TURNS = 5
+_DIFF_LINES = 30
+
+
+class ReplayError(SandfleetError):
+    """The trajectory cannot be replayed (unreadable, no tool calls, inputs not recorded)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecordedCall:
+    turn: int
+    call_id: str
+    name: str
+    arguments: str
+    """Raw JSON text, exactly as the model sent it."""
+    observation: str | None
+    """What the model saw; None when the trajectory ends before the observation."""
+    last_in_turn: bool
+    """The loop appends the "Steps remaining" notice to the last observation of a turn."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReplayPlan:
+    task_id: str
+    paths: SandboxPaths
+    """The sandbox layout the model saw (observations mention these paths)."""
+    files: dict[str, bytes]
+    calls: tuple[RecordedCall, ...]
+    max_turns: int | None
+    notice_turns: int
+    tool_timeout_s: float | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CallReplay:
+    call: RecordedCall
+    replayed: str | None
+    """The new observation, with the new sandbox's paths written as the recorded ones."""
+    matched: bool
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("trajectory", type=Path, metavar="TRAJECTORY.jsonl")
+    parser.add_argument(
+        "--diff-lines", type=int, default=_DIFF_LINES, metavar="N",
+        help=f"lines of diff shown per differing observation (default {_DIFF_LINES})",
+    )  # fmt: skip
+
+
+def replay_command(args: argparse.Namespace, settings: Settings, console: Console) -> int:
+    errors = Console(stderr=True, highlight=False)
+    try:
+        plan = load_plan(args.trajectory)
+    except ReplayError as error:
+        errors.print(Text.assemble(("error: ", "red"), str(error)))
+        return ExitCode.USAGE
+    timeout_s = args.tool_timeout_s or plan.tool_timeout_s or settings.tool_timeout_s
+    console.print(
+        f"replaying {len(plan.calls)} tool calls of task {plan.task_id} "
+        f"({len(plan.files)} input files) in a fresh local sandbox"
+    )
+    try:
+        replays = run_until_interrupted(replay(plan, settings, tool_timeout_s=timeout_s))
+    except SandboxLostError as error:
+        errors.print(Text.assemble(("error: the sandbox was lost: ", "red"), str(error)))
+        return ExitCode.SANDBOX_ERROR
+    except SandfleetError as error:  # the sandbox did not start, or an upload failed
+        errors.print(Text.assemble(("error: ", "red"), str(error)))
+        return ExitCode.SANDBOX_ERROR
+    if replays is None:
+        errors.print("interrupted")
+        return ExitCode.CANCELLED
+    print_report(console, replays, diff_lines=args.diff_lines)
+    return ExitCode.OK if all(r.matched for r in replays) else ExitCode.NOT_SUBMITTED
+
+
+def load_plan(path: Path) -> ReplayPlan:
+    """Read what replay needs from a trajectory: meta, recorded inputs, calls and observations."""
+    try:
+        records = list(read_trajectory(path))
+    except (OSError, ValueError) as error:
+        raise ReplayError(f"cannot read trajectory {path}: {error}") from error
+    meta = next((r for r in records if r.get("kind") == "meta"), None)
+    if meta is None:
+        raise ReplayError(f"{path} has no meta record: not a sandfleet trajectory")
+    inputs = next((r for r in records if r.get("kind") == TASK_INPUTS_KIND), {})
+    files, missing = embedded_files(inputs)
+    if missing:
+        raise ReplayError(
+            f"{path} records input files by digest only (too large to embed): " + ", ".join(missing)
+        )
+    calls = _recorded_calls(records)
+    if not calls:
+        raise ReplayError(f"{path} has no tool calls to replay")
+    recorded_paths = meta.get("paths") or {}
+    return ReplayPlan(
+        task_id=str(meta.get("task_id", path.stem)),
+        paths=SandboxPaths(**recorded_paths) if recorded_paths else SandboxPaths(),
+        files=files,
+        calls=tuple(calls),
+        max_turns=meta.get("max_turns"),
+        notice_turns=int(inputs.get("remaining_turns_notice", _DEFAULT_NOTICE_TURNS)),
+        tool_timeout_s=inputs.get("tool_timeout_s"),
+    )
+
+
+def _recorded_calls(records: Sequence[dict[str, Any]]) -> list[RecordedCall]:
+    calls: list[dict[str, Any]] = []
+    observations: list[str | None] = []
+    waiting: dict[str, int] = {}  # call_id -> index of the call still without its observation
+    for record in records:
+        kind = record.get("kind")
+        if kind == "tool_call":
+            waiting[str(record.get("call_id", ""))] = len(calls)
+            calls.append(record)
+            observations.append(None)
+        elif kind == "observation":
+            index = waiting.pop(str(record.get("call_id", "")), None)
+            if index is not None:
+                observations[index] = str(record.get("output", ""))
+    plan: list[RecordedCall] = []
+    for index, call in enumerate(calls):
+        turn = int(call.get("turn", 0))
+        next_turn = int(calls[index + 1].get("turn", 0)) if index + 1 < len(calls) else None
+        plan.append(
+            RecordedCall(
+                turn=turn,
+                call_id=str(call.get("call_id", "")),
+                name=str(call.get("name", "")),
+                arguments=str(call.get("arguments", "")),
+                observation=observations[index],
+                last_in_turn=next_turn != turn,
+            )
+        )
+        if call.get("name") == SUBMIT:
+            break
+    return plan
+
+
+async def replay(
+    plan: ReplayPlan, settings: Settings, *, tool_timeout_s: float
+) -> list[CallReplay]:
+    """Run the plan's calls in a fresh local sandbox; submit ends the replay."""
+    specs = tool_specs()
+    replays: list[CallReplay] = []
+    async with Sandbox.local(
+        sandbox_config(settings, plan.paths), tool_timeout_s=tool_timeout_s
+    ) as sandbox:
+        mapping = _PathMapping(recorded=plan.paths, current=sandbox.paths)
+        await upload_task_files(sandbox, plan.files)
+        for call in plan.calls:
+            if call.name == SUBMIT:
+                replays.append(CallReplay(call, replayed=None, matched=True))
+                break
+            arguments = mapping.to_current(call.arguments)
+            try:
+                parsed = parse_arguments(ToolCall(call.call_id, call.name, arguments), specs)
+                output = await sandbox.call_tool(call.name, parsed)
+            except (ToolArgumentError, ToolError) as error:
+                output = str(error)
+            replayed = mapping.to_recorded(output)
+            replays.append(CallReplay(call, replayed, _matches(call, replayed, plan)))
+    return replays
+
+
+def _matches(call: RecordedCall, replayed: str, plan: ReplayPlan) -> bool:
+    if call.observation is None:
+        return False
+    if call.observation == replayed:
+        return True
+    # The loop appended a "Steps remaining" notice to the turn's last observation; it is the
+    # loop's text, not the tool's, so it is added here rather than expected from the sandbox.
+    if call.last_in_turn and plan.max_turns is not None:
+        notice = remaining_turns_notice(
+            plan.max_turns - call.turn, notice_turns=plan.notice_turns, paths=plan.paths
+        )
+        return bool(notice) and call.observation == replayed + notice
+    return False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _PathMapping:
+    """Where the new sandbox's layout differs from the recorded one (no namespaces on this
+    machine, so /testbed lives below a private directory), arguments are rewritten to the new
+    paths and observations back to the recorded ones."""
+
+    recorded: SandboxPaths
+    current: SandboxPaths
+
+    def _pairs(self) -> dict[str, str]:
+        names = ("working_dir", "input_dir", "output_dir")
+        pairs = {getattr(self.recorded, name): getattr(self.current, name) for name in names}
+        return {old: new for old, new in pairs.items() if old != new}
+
+    def to_current(self, text: str) -> str:
+        return _replace_paths(text, self._pairs())
+
+    def to_recorded(self, text: str) -> str:
+        return _replace_paths(text, {new: old for old, new in self._pairs().items()})
+
+
+def _replace_paths(text: str, replacements: dict[str, str]) -> str:
+    """Replace whole path prefixes in one pass (a replaced path is never replaced again, and
+    /testbed/input wins over its prefix /testbed); /testbed2 is not /testbed."""
+    if not replacements:
+        return text
+    alternatives = "|".join(re.escape(p) for p in sorted(replacements, key=len, reverse=True))
+    pattern = re.compile(f"(?:{alternatives})(?![\\w.-])")
+    return pattern.sub(lambda match: replacements[match.group(0)], text)
+
+
+def print_report(console: Console, replays: Sequence[CallReplay], *, diff_lines: int) -> None:
+    """One line per call (mark, number, turn, tool, short call), then a diff per difference."""
+    for index, item in enumerate(replays, start=1):
+        mark, style = _verdict(item)
+        summary = summarize_arguments(item.call.name, item.call.arguments)
+        console.print(
+            Text.assemble(
+                (f"{mark} ", style), f"#{index} turn {item.call.turn} ",
+                (item.call.name, "bold"), " ", summary,
+            )
+        )  # fmt: skip
+    for index, item in enumerate(replays, start=1):
+        if item.matched or item.replayed is None:
+            continue
+        heading = f"#{index} turn {item.call.turn} {item.call.name}: the observation differs"
+        console.print(Text(heading, style="bold red"))
+        console.print(_diff(item.call.observation or "", item.replayed, diff_lines))
+    checked = [r for r in replays if r.call.name != SUBMIT]
+    differing = sum(not r.matched for r in checked)
+    ending = "; submit ended the replay" if len(checked) < len(replays) else ""
+    if differing:
+        verdict = f"{differing} of {len(checked)} observations differ{ending}"
+        console.print(Text(verdict, style="bold red"))
+    else:
+        console.print(Text(f"all {len(checked)} observations match{ending}", style="bold green"))
+
+
+def _verdict(item: CallReplay) -> tuple[str, str]:
+    if item.call.name == SUBMIT:
+        return "■", "dim"
+    if item.call.observation is None:
+        return "?", "yellow"  # the trajectory ends before this call's observation
+    return ("✓", "green") if item.matched else ("✗", "bold red")
+
+
+def _diff(recorded: str, replayed: str, limit: int) -> Text:
+    lines = list(
+        difflib.unified_diff(
+            recorded.splitlines(), replayed.splitlines(), "recorded", "replayed", lineterm="", n=1
+        )
+    )
+    text = Text()
+    for line in lines[:limit]:
+        style = "red" if line.startswith("-") else "green" if line.startswith("+") else "dim"
+        text.append(line + "\n", style=style)
+    if len(lines) > limit:
+        text.append(f"… {len(lines) - limit} more diff lines\n", style="dim")
+    return text

@@ -1,0 +1,204 @@
+"""A task's outcome as the CLI records it (result.json, batch lines), its folder, its exit code."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import enum
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sandfleet.agent import AgentResult, StopReason
+
+RESULT_FILE = "result.json"
+TRAJECTORY_FILE = "trajectory.jsonl"
+OUTPUT_FOLDER = "output"
+
+
+class RunFailure(enum.StrEnum):
+    """Stop reasons the CLI adds for runs that never reached the agent loop."""
+
+    INVALID_TASK = "invalid_task"
+    """The task folder, prompt file or batch line could not be loaded."""
+    LAUNCH_FAILED = "launch_failed"
+    """The sandbox could not be started."""
+    INTERNAL_ERROR = "internal_error"
+    """An unexpected exception (a bug); the error field holds its text."""
+
+
+# Runs that ended because something broke, as opposed to the model finishing or running out
+# of turns or context; the batch progress bar counts these as failed.
+FAILED_STOP_REASONS = frozenset(
+    {
+        StopReason.MODEL_ERROR,
+        StopReason.SANDBOX_LOST,
+        StopReason.CANCELLED,
+        *RunFailure,
+    }
+)
+
+
+class ExitCode(enum.IntEnum):
+    """Process exit codes of every `sandfleet` subcommand (documented in `sandfleet --help`)."""
+
+    OK = 0
+    """run: the model submitted; batch: every task submitted; replay: every observation matched."""
+    NOT_SUBMITTED = 1
+    """run: ended without submit (max_turns, context_exceeded, internal error);
+    batch: some task did not submit; replay: some observation differed."""
+    USAGE = 2
+    """Bad flags, settings, task input or trajectory file (argparse uses 2 as well)."""
+    MODEL_ERROR = 3
+    """The model endpoint failed or rejected the request."""
+    SANDBOX_ERROR = 4
+    """The sandbox could not start or was lost."""
+    CANCELLED = 130
+    """Interrupted (Ctrl-C), 128 + SIGINT as shells report it."""
+
+
+_EXIT_CODES: Mapping[str, ExitCode] = {
+    StopReason.SUBMITTED: ExitCode.OK,
+    StopReason.MAX_TURNS: ExitCode.NOT_SUBMITTED,
+    StopReason.CONTEXT_EXCEEDED: ExitCode.NOT_SUBMITTED,
+    StopReason.MODEL_ERROR: ExitCode.MODEL_ERROR,
+    StopReason.SANDBOX_LOST: ExitCode.SANDBOX_ERROR,
+    StopReason.CANCELLED: ExitCode.CANCELLED,
+    RunFailure.INVALID_TASK: ExitCode.USAGE,
+    RunFailure.LAUNCH_FAILED: ExitCode.SANDBOX_ERROR,
+    RunFailure.INTERNAL_ERROR: ExitCode.NOT_SUBMITTED,
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TaskOutcome:
+    """What one task came to: written as result.json and as one line of a batch's --out file."""
+
+    id: str
+    stop_reason: str
+    """A StopReason value or a RunFailure value."""
+    answer: str | None = None
+    turns: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    model_time_s: float = 0.0
+    tool_time_s: float = 0.0
+    wall_time_s: float = 0.0
+    """The agent loop's own time (as AgentResult reports it)."""
+    total_time_s: float = 0.0
+    """What the user waited: sandbox start, the loop, copying outputs back."""
+    output_files: tuple[str, ...] = ()
+    """Paths of the copied-back output files, relative to the output folder."""
+    error: str | None = None
+    model: str | None = None
+    results_dir: str | None = None
+    """The task's folder: output/, trajectory.jsonl and result.json live there."""
+    trajectory: str | None = None
+    finished_at: str = ""
+    """ISO 8601 UTC time the outcome was recorded."""
+
+    @property
+    def submitted(self) -> bool:
+        return self.stop_reason == StopReason.SUBMITTED
+
+    @property
+    def failed(self) -> bool:
+        return self.stop_reason in FAILED_STOP_REASONS
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return _EXIT_CODES.get(self.stop_reason, ExitCode.NOT_SUBMITTED)
+
+    def to_record(self) -> dict[str, Any]:
+        record = dataclasses.asdict(self)
+        record["output_files"] = list(self.output_files)
+        return record
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> TaskOutcome:
+        """Read a record back, ignoring keys this version does not know (forward compatible)."""
+        known = {field.name for field in dataclasses.fields(cls)}
+        values = {key: value for key, value in record.items() if key in known}
+        values["output_files"] = tuple(values.get("output_files") or ())
+        return cls(**values)
+
+    @classmethod
+    def from_agent_result(
+        cls,
+        result: AgentResult,
+        *,
+        model: str | None,
+        results_dir: Path,
+        output_files: list[str],
+        total_time_s: float,
+        error: str | None = None,
+    ) -> TaskOutcome:
+        trajectory = result.trajectory_path or results_dir / TRAJECTORY_FILE
+        return cls(
+            id=result.task_id,
+            stop_reason=str(result.stop_reason),
+            answer=result.answer,
+            turns=result.turns,
+            prompt_tokens=result.prompt_tokens,
+            completion_tokens=result.completion_tokens,
+            model_time_s=round(result.model_time_s, 3),
+            tool_time_s=round(result.tool_time_s, 3),
+            wall_time_s=round(result.wall_time_s, 3),
+            total_time_s=round(total_time_s, 3),
+            output_files=tuple(output_files),
+            error=result.error or error,
+            model=model,
+            results_dir=str(results_dir),
+            trajectory=str(trajectory),
+            finished_at=utc_now(),
+        )
+
+    @classmethod
+    def failure(
+        cls,
+        task_id: str,
+        reason: RunFailure | StopReason,
+        error: str,
+        *,
+        model: str | None = None,
+        results_dir: Path | None = None,
+        total_time_s: float = 0.0,
+    ) -> TaskOutcome:
+        return cls(
+            id=task_id,
+            stop_reason=str(reason),
+            error=error,
+            model=model,
+            results_dir=str(results_dir) if results_dir else None,
+            total_time_s=round(total_time_s, 3),
+            finished_at=utc_now(),
+        )
+
+
+def utc_now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def task_folder_name(task_id: str) -> str:
+    """A folder name for a task id; ids that are not already safe get a hash suffix so two
+    different ids never share a folder."""
+    safe = _UNSAFE.sub("_", task_id).strip("._")[:80]
+    if safe == task_id:
+        return safe
+    digest = hashlib.sha256(task_id.encode()).hexdigest()[:8]
+    return f"{safe or 'task'}-{digest}"
+
+
+def write_result_file(path: Path, outcome: TaskOutcome) -> None:
+    """Write result.json atomically, so readers never see half a file (blocking: use a thread)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(outcome.to_record(), indent=2) + "\n", encoding="utf-8")
+    os.replace(temporary, path)

@@ -1,0 +1,153 @@
+"""`sandfleet run TASK`: one task in a fresh local sandbox, traced live, results saved locally."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import signal
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from rich.console import Console
+from rich.text import Text
+
+from sandfleet.agent import AgentConfig, openai_model
+from sandfleet.cli.execution import ConfigurationError, agent_config, execute_task, task_folder
+from sandfleet.cli.render import TraceRenderer, print_run_summary
+from sandfleet.cli.results import RESULT_FILE, ExitCode, TaskOutcome
+from sandfleet.settings import Settings
+from sandfleet.tasks import TaskInputError, TaskSpec, task_from_argument
+
+T = TypeVar("T")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "task",
+        metavar="TASK",
+        help="the prompt text, a prompt file, or a task folder (prompt.txt, optional "
+        "prompt_config.yaml with system_prompt/instance_prompt templates, optional input/)",
+    )
+    parser.add_argument(
+        "--file", "-f", dest="files", action="append", type=Path, default=[], metavar="PATH",
+        help="copy a file (or folder) into the sandbox's input directory; repeatable",
+    )  # fmt: skip
+    parser.add_argument(
+        "--id", dest="task_id", metavar="ID", help="task id (names the results folder)"
+    )
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument(
+        "--quiet", "-q", action="store_true", help="no live trace, only the summary"
+    )
+    output.add_argument(
+        "--json", dest="as_json", action="store_true",
+        help="print only the result record as JSON (for scripts)",
+    )  # fmt: skip
+
+
+def run_command(args: argparse.Namespace, settings: Settings, console: Console) -> int:
+    errors = Console(stderr=True, highlight=False)
+    try:
+        spec = task_from_argument(args.task, extra_files=args.files, task_id=args.task_id)
+        config = agent_config(settings)
+    except (TaskInputError, ConfigurationError) as error:
+        errors.print(Text.assemble(("error: ", "red"), str(error)))
+        return ExitCode.USAGE
+    show_trace = not (args.quiet or args.as_json)
+    if show_trace:
+        _print_header(console, spec, config, settings)
+    renderer = TraceRenderer(console) if show_trace else None
+    outcome = run_until_interrupted(_run(spec, config, settings, renderer))
+    if outcome is None:
+        # Cancelled: execute_task wrote result.json (stop reason "cancelled") before it let
+        # the cancellation through; show that record.
+        outcome = _read_outcome(task_folder(settings, spec.task.id) / RESULT_FILE)
+        if outcome is None:
+            errors.print("interrupted")
+            return ExitCode.CANCELLED
+    if args.as_json:
+        # out(), not print(): no wrapping or markup, so long answers stay valid JSON.
+        console.out(json.dumps(outcome.to_record(), ensure_ascii=False), highlight=False)
+    else:
+        print_run_summary(console, outcome)
+    return outcome.exit_code
+
+
+async def _run(
+    spec: TaskSpec, config: AgentConfig, settings: Settings, renderer: TraceRenderer | None
+) -> TaskOutcome:
+    model = openai_model(config)
+    try:
+        return await execute_task(
+            spec, model=model, config=config, settings=settings, on_event=renderer
+        )
+    finally:
+        await model.aclose()
+
+
+def run_until_interrupted(coroutine: Coroutine[Any, Any, T]) -> T | None:
+    """asyncio.run, with Ctrl-C and SIGTERM cancelling the work instead of killing it.
+
+    Returns None when the coroutine was cancelled (its finally blocks and async context
+    managers have run, so sandboxes are reclaimed). A second Ctrl-C during that cleanup
+    raises KeyboardInterrupt as usual.
+    """
+
+    async def cancellable() -> T | None:
+        with _cancel_on_sigterm():
+            try:
+                return await coroutine
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                # Ctrl-C (asyncio.Runner) and SIGTERM are the only cancellers of this task;
+                # turning their cancellation into a return value is this function's job.
+                if current is not None:
+                    current.uncancel()
+                return None
+
+    return asyncio.run(cancellable())
+
+
+@contextlib.contextmanager
+def _cancel_on_sigterm() -> Iterator[None]:
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    if task is None:
+        yield
+        return
+    try:
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    except (NotImplementedError, RuntimeError):  # not the main thread: leave SIGTERM alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
+def _read_outcome(path: Path) -> TaskOutcome | None:
+    try:
+        return TaskOutcome.from_record(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _print_header(
+    console: Console, spec: TaskSpec, config: AgentConfig, settings: Settings
+) -> None:
+    task = spec.task
+    files = f", {len(task.files)} input files" if task.files else ""
+    console.print(
+        Text.assemble(
+            ("task ", "bold"), task.id, files,
+            ("   model ", "bold"), config.model,
+            ("   endpoint ", "bold"), config.base_url or "OpenAI",
+        )
+    )  # fmt: skip
+    console.print(
+        Text.assemble(("results ", "bold"), str(task_folder(settings, task.id))), style="dim"
+    )

@@ -1,0 +1,147 @@
+"""The CLI's one settings object: flags > environment (SANDFLEET_*) > config file > defaults."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from sandfleet.errors import SandfleetError
+
+ENV_PREFIX = "SANDFLEET_"
+CONFIG_ENV_VAR = "SANDFLEET_CONFIG"
+"""Names a config file, like --config (the flag wins)."""
+
+
+class SettingsError(SandfleetError):
+    """A config file, environment variable or flag holds a value that cannot be used."""
+
+
+class Settings(BaseModel):
+    """Everything `sandfleet` needs to know about the user's setup, built once in main()."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str | None = None
+    """Model name sent to the OpenAI-compatible endpoint."""
+    base_url: str | None = None
+    """OpenAI-compatible endpoint, e.g. http://localhost:8000/v1."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """Name of the environment variable that holds the API key (the key itself is never
+    read from a file or a flag, so it stays out of shell history and dotfiles)."""
+    api_key: SecretStr | None = None
+    """Resolved from the variable named by api_key_env; only load_settings sets it."""
+    max_turns: int = Field(default=100, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0)
+    """Completion tokens per model call; None leaves it to the endpoint."""
+    temperature: float | None = Field(default=None, ge=0)
+    tool_timeout_s: float = Field(default=120.0, gt=0)
+    request_timeout_s: float = Field(default=600.0, gt=0)
+    max_retries: int = Field(default=2, ge=0)
+    """Retries of one model request (429/5xx/connection errors), done by the openai SDK."""
+    results_dir: Path = Path("sandfleet-results")
+    """Where each task's output/, trajectory.jsonl and result.json go (<results_dir>/<task-id>/)."""
+    concurrency: int = Field(default=4, gt=0)
+    """Tasks running at once in `sandfleet batch`."""
+    isolation: Literal["auto", "namespaces", "none"] = "auto"
+    """Local sandbox isolation: Linux namespaces when available ("auto"), required, or off."""
+    state_dir: Path | None = None
+    """Where local sandboxes keep their private directories (None: the backend's default)."""
+    log_level: str = "WARNING"
+    """Level of the structlog lines on stderr (the trace and results go to stdout)."""
+    log_json: bool | None = None
+    """JSON log lines; None picks JSON when stderr is not a terminal."""
+
+
+# Settings a config file or SANDFLEET_* variable may set; api_key is resolved separately.
+CONFIGURABLE_FIELDS: tuple[str, ...] = tuple(
+    name for name in Settings.model_fields if name != "api_key"
+)
+
+
+def default_config_path(environ: Mapping[str, str]) -> Path:
+    """~/.config/sandfleet/config.toml, honouring XDG_CONFIG_HOME."""
+    config_home = environ.get("XDG_CONFIG_HOME")
+    if config_home:
+        return Path(config_home) / "sandfleet" / "config.toml"
+    home = environ.get("HOME")
+    base = Path(home) if home else Path.home()
+    return base / ".config" / "sandfleet" / "config.toml"
+
+
+def load_settings(
+    *,
+    flags: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    config_path: Path | None = None,
+) -> Settings:
+    """Merge the layers into one Settings.
+
+    flags: values the user gave on the command line (None values count as "not given").
+    environ: the process environment (os.environ when None); tests pass their own.
+    config_path: --config; when absent, SANDFLEET_CONFIG, then the default path if it exists.
+    """
+    environ = os.environ if environ is None else environ
+    given_flags = {name: value for name, value in (flags or {}).items() if value is not None}
+    unknown = set(given_flags) - set(CONFIGURABLE_FIELDS)
+    if unknown:
+        raise SettingsError(f"unknown settings: {', '.join(sorted(unknown))}")
+
+    merged: dict[str, Any] = {}
+    merged.update(_file_layer(config_path, environ))
+    merged.update(_environment_layer(environ))
+    merged.update(given_flags)
+
+    key_variable = str(merged.get("api_key_env") or Settings.model_fields["api_key_env"].default)
+    api_key = environ.get(key_variable)
+    if api_key:
+        merged["api_key"] = api_key
+    try:
+        return Settings.model_validate(merged)
+    except ValidationError as error:
+        raise SettingsError(_readable(error)) from error
+
+
+def _file_layer(config_path: Path | None, environ: Mapping[str, str]) -> dict[str, Any]:
+    explicit = config_path or (
+        Path(environ[CONFIG_ENV_VAR]) if environ.get(CONFIG_ENV_VAR) else None
+    )
+    path = explicit or default_config_path(environ)
+    if explicit is None and not path.is_file():
+        return {}
+    try:
+        with path.expanduser().open("rb") as config_file:
+            document = tomllib.load(config_file)
+    except FileNotFoundError as error:
+        raise SettingsError(f"config file not found: {path}") from error
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise SettingsError(f"cannot read config file {path}: {error}") from error
+    unknown = set(document) - set(CONFIGURABLE_FIELDS)
+    if unknown:
+        raise SettingsError(
+            f"config file {path}: unknown keys {', '.join(sorted(unknown))} "
+            f"(known: {', '.join(CONFIGURABLE_FIELDS)})"
+        )
+    return document
+
+
+def _environment_layer(environ: Mapping[str, str]) -> dict[str, Any]:
+    layer: dict[str, Any] = {}
+    for name in CONFIGURABLE_FIELDS:
+        value = environ.get(ENV_PREFIX + name.upper())
+        # An empty variable counts as unset, as shells make `VAR= cmd` the way to clear one.
+        if value:
+            layer[name] = value
+    return layer
+
+
+def _readable(error: ValidationError) -> str:
+    problems = [
+        f"{'.'.join(str(part) for part in issue['loc'])}: {issue['msg']}"
+        for issue in error.errors()
+    ]
+    return "invalid settings: " + "; ".join(problems)
