@@ -33,7 +33,9 @@ def generate(out_root: Path) -> list[Path]:
         init = out_root / init_dir / "__init__.py"
         if not init.exists():
             init.write_text('"""Generated gRPC code for the Sandfleet runtime contract."""\n')
-    protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in (PROTO_ROOT / PACKAGE_DIR).glob("*.proto"))
+    protos = sorted(
+        str(p.relative_to(PROTO_ROOT)) for p in (PROTO_ROOT / PACKAGE_DIR).glob("*.proto")
+    )
     include = str(Path(protoc.__file__).parent / "_proto")
     args = [
         "grpc_tools.protoc",

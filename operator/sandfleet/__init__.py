@@ -9,7 +9,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["RuntimeClient", "Sandbox", "SandboxLostError", "SandboxPaths", "SandfleetError", "ToolError"]
+__all__ = [
+    "RuntimeClient",
+    "Sandbox",
+    "SandboxLostError",
+    "SandboxPaths",
+    "SandfleetError",
+    "ToolError",
+]
 
 _LAZY = {
     "Sandbox": "sandfleet.sandbox",

@@ -15,7 +15,9 @@ _SHARED: list[structlog.types.Processor] = [
 ]
 
 
-def configure_logging(*, level: str = "INFO", json: bool | None = None, stream: object = None) -> None:
+def configure_logging(
+    *, level: str = "INFO", json: bool | None = None, stream: object = None
+) -> None:
     """JSON lines when not on a TTY (or when asked), a readable console format otherwise."""
     out = sys.stderr if stream is None else stream
     json = (not getattr(out, "isatty", lambda: False)()) if json is None else json
@@ -34,7 +36,9 @@ def configure_logging(*, level: str = "INFO", json: bool | None = None, stream: 
             foreign_pre_chain=_SHARED,
             processors=[
                 structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                structlog.processors.dict_tracebacks if json else structlog.processors.format_exc_info,
+                structlog.processors.dict_tracebacks
+                if json
+                else structlog.processors.format_exc_info,
                 renderer,
             ],
         )
