@@ -22,7 +22,7 @@ def test_readme_shows_the_test_command_that_ci_runs() -> None:
 
 def test_readme_main_job_command_sets_up_and_replays_a_shipped_trajectory() -> None:
     readme = (ROOT / "README.md").read_text()
-    (main_job,) = [b for b in _fenced_blocks(readme) if "sandfleet replay" in b]
-    assert "python3 -m venv .venv" in main_job and 'pip install -e ".[test]"' in main_job
+    (main_job,) = [b for b in _fenced_blocks(readme) if "python3 -m venv .venv" in b]
+    assert 'pip install -e ".[test]"' in main_job and "sandfleet replay" in main_job
     trajectory = re.search(r"sandfleet replay (\S+)", main_job)
     assert trajectory is not None and (ROOT / trajectory.group(1)).is_file()
