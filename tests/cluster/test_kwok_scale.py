@@ -1,0 +1,114 @@
+"""Scale mode: thousands of pods on kwok's fake nodes, through the real control plane."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.cluster.cluster_access import ClusterUnderTest, unavailable
+from tests.cluster.kube_api import JsonObject, KubeApi, condition_is_true
+from tests.cluster.layout import KWOK_NODE_ANNOTATION, Layout
+from tests.cluster.measurements import record
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+FAKE_NODES = 3
+SCALE_PODS = 2000
+
+
+def fake_node(name: str) -> JsonObject:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {KWOK_NODE_ANNOTATION: "fake"},
+            "labels": {"type": "kwok", "kubernetes.io/hostname": name},
+        },
+        # Real workloads must never land here: only pods that tolerate kwok do.
+        "spec": {
+            "taints": [{"key": KWOK_NODE_ANNOTATION, "value": "fake", "effect": "NoSchedule"}]
+        },
+    }
+
+
+def replica_set(replicas: int) -> JsonObject:
+    labels = {"app": "kwok-scale"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "scale"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeSelector": {"type": "kwok"},
+                    "tolerations": [{"key": KWOK_NODE_ANNOTATION, "operator": "Exists"}],
+                    "automountServiceAccountToken": False,
+                    "containers": [{"name": "sandbox", "image": "sandfleet.local/never-pulled:1"}],
+                },
+            },
+        },
+    }
+
+
+def schedulable(response_body: JsonObject) -> bool:
+    taints = {t["key"] for t in (response_body.get("spec") or {}).get("taints") or []}
+    return condition_is_true(response_body, "Ready") and taints == {KWOK_NODE_ANNOTATION}
+
+
+@pytest.mark.timeout(1200)
+async def test_two_thousand_pods_become_ready_on_kwok_fake_nodes(
+    kube: KubeApi, namespace: str, cluster_under_test: ClusterUnderTest
+) -> None:
+    if cluster_under_test.local and not Layout.default().kwok_binary.exists():
+        unavailable(
+            "kwok is not built: bash tests/cluster/setup.sh (without SANDFLEET_CLUSTER_KWOK=0)"
+        )
+    if not cluster_under_test.local:
+        pytest.skip("kwok runs with the local cluster only")
+    names = [f"kwok-node-{i}" for i in range(FAKE_NODES)]
+    try:
+        for name in names:
+            await kube.checked("POST", "/api/v1/nodes", fake_node(name))
+        for name in names:
+            await kube.wait_for(
+                f"/api/v1/nodes/{name}", lambda r: schedulable(r.body), timeout_s=120
+            )
+        started = time.monotonic()
+        rs_path = f"/apis/apps/v1/namespaces/{namespace}/replicasets"
+        await kube.checked("POST", rs_path, replica_set(SCALE_PODS))
+
+        await kube.wait_for(
+            f"{rs_path}/scale",
+            lambda r: (r.body.get("status") or {}).get("readyReplicas") == SCALE_PODS,
+            timeout_s=900,
+            interval_s=2,
+        )
+        seconds = time.monotonic() - started
+        record(
+            "kwok-scale",
+            {
+                "pods": SCALE_PODS,
+                "fake_nodes": FAKE_NODES,
+                "seconds_to_all_ready": round(seconds, 1),
+            },
+        )
+        pods = await kube.checked(
+            "GET", f"/api/v1/namespaces/{namespace}/pods?labelSelector=app=kwok-scale"
+        )
+        assert {p["spec"]["nodeName"] for p in pods["items"]} == set(names)
+
+        await kube.checked("DELETE", f"{rs_path}/scale")
+        await kube.wait_for(
+            f"/api/v1/namespaces/{namespace}/pods?labelSelector=app=kwok-scale&limit=1",
+            lambda r: not r.body.get("items"),
+            timeout_s=600,
+            interval_s=2,
+        )
+    finally:
+        for name in names:
+            await kube.request("DELETE", f"/api/v1/nodes/{name}")
