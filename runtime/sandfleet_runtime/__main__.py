@@ -50,8 +50,15 @@ def settings_from(
     )
     if token_file is not None:
         token = token_file.read_text().strip() or None
+    # The shells inherit the agent's environment, never its credentials.
+    shell_env = tuple(
+        (key, value)
+        for key, value in environ.items()
+        if not key.startswith("SANDFLEET_RUNTIME_TOKEN")
+    )
     settings = RuntimeSettings(
         listen=args.listen,
+        shell_env=shell_env,
         token=token,
         allow_no_auth=args.allow_no_auth,
         workdir=args.workdir.resolve(),
@@ -67,12 +74,12 @@ def settings_from(
     return settings, args.ready_fd
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent_pid: int) -> None:
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    if os.getppid() == 1:  # the parent died before prctl took effect
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
         raise SystemExit("parent process already gone")
 
 
@@ -87,13 +94,14 @@ def _skip_python_ssl() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    parent_pid = os.getppid()
     _skip_python_ssl()
     settings, ready_fd = settings_from(sys.argv[1:] if argv is None else argv, os.environ)
     from .logs import configure_logging
 
     configure_logging(settings.log_level)
     if settings.exit_with_parent:
-        _die_with_parent()
+        _die_with_parent(parent_pid)
     if settings.token is None and not settings.allow_no_auth:
         raise SystemExit(
             "sandfleet-runtime: no token; set SANDFLEET_RUNTIME_TOKEN or pass --token-file "

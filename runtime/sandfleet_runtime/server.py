@@ -88,7 +88,8 @@ def build_server(settings: RuntimeSettings) -> RuntimeServer:
     limits = SessionLimits.create(
         max_processes=settings.max_processes,
         max_memory_bytes=settings.max_memory_bytes,
-        name=f"sandfleet-runtime-{os.getpid()}",
+        # Unique even across PID namespaces, where every sandbox's agent may be pid 2.
+        name=f"sandfleet-runtime-{os.getpid()}-{os.urandom(4).hex()}",
     )
     activity = ActivityClock()
     sessions = BashSessions(

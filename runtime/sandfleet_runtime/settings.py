@@ -24,7 +24,7 @@ class RuntimeSettings:
     workdir: Path = Path(".")
     """Initial working directory of every bash session."""
     shell_env: tuple[tuple[str, str], ...] = ()
-    """Extra environment for bash sessions, on top of the runtime's own."""
+    """The complete environment of bash sessions (__main__ passes its own, minus the token)."""
     default_timeout_s: float = DEFAULT_TIMEOUT_S
     max_timeout_s: float = 3600.0
     """Upper bound for any single command, whatever the request asks for."""

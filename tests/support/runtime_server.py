@@ -24,6 +24,7 @@ async def running_runtime(
         listen="127.0.0.1:0",
         token=token,
         workdir=workdir,
+        shell_env=tuple(os.environ.items()),  # as __main__ passes the agent's own environment
         **overrides,  # type: ignore[arg-type]
     )
     runtime = build_server(settings)

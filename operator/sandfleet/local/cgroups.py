@@ -1,0 +1,153 @@
+"""A parent cgroup per sandbox: placement and bookkeeping, no limits of its own.
+
+Why a second layer next to the runtime's session limits: the runtime names its cgroup after
+its pid, and inside a PID namespace every agent is pid 2, so agents sharing our cgroup would
+share (and, on close, kill) one cgroup. A per-sandbox parent gives each agent its own place,
+so its limits (--max-processes, --max-memory) apply to that sandbox alone. Membership is
+also the one airtight way to find every process of an un-namespaced sandbox (a daemon can
+leave its process tree and scrub its environment, not its cgroup), and it lets close() and
+the orphan sweep remove whatever cgroups a SIGKILLed agent left behind.
+
+Created as a child of our own cgroup in each writable hierarchy the runtime uses: the pids
+and memory controllers of cgroup v1, or the unified v2 hierarchy. Needs write access to
+cgroupfs (root, or a delegated subtree); without it there is nothing to do.
+Blocking file I/O on cgroupfs: call from a worker thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+V1_CONTROLLERS = ("pids", "memory")
+_RMDIR_DEADLINE_S = 5.0
+
+
+def _own_cgroups() -> dict[str, str]:
+    """Controller ("" for the v2 hierarchy) -> our cgroup path, from /proc/self/cgroup."""
+    own: dict[str, str] = {}
+    with open("/proc/self/cgroup") as cgroups:
+        for line in cgroups:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            for controller in controllers.split(",") if controllers else [""]:
+                own[controller] = path
+    return own
+
+
+def _cgroup_mounts() -> list[tuple[str, str, str, set[str]]]:
+    """(root, mount point, fs type, super options) of each cgroup mount."""
+    mounts = []
+    with open("/proc/self/mountinfo") as mountinfo:
+        for line in mountinfo:
+            before, _, after = line.partition(" - ")
+            fields, tail = before.split(), after.split()
+            if len(fields) >= 5 and len(tail) >= 3 and tail[0] in ("cgroup", "cgroup2"):
+                mounts.append((fields[3], fields[4], tail[0], set(tail[2].split(","))))
+    return mounts
+
+
+def _under(mount_root: str, mount_point: str, cgroup_path: str) -> Path | None:
+    relative = os.path.relpath(cgroup_path, mount_root)
+    if relative.startswith(".."):
+        return None
+    return Path(os.path.normpath(os.path.join(mount_point, relative)))
+
+
+def our_cgroup_parents() -> list[Path]:
+    """Our own cgroup directory in each hierarchy where a sandbox parent makes sense and we
+    may create children: v1 pids and memory, else the v2 unified hierarchy."""
+    try:
+        own, mounts = _own_cgroups(), _cgroup_mounts()
+    except OSError:
+        return []
+    parents: list[Path] = []
+    for controller in V1_CONTROLLERS:
+        mount = next((m for m in mounts if m[2] == "cgroup" and controller in m[3]), None)
+        if mount is not None and controller in own:
+            parents.append(_under(mount[0], mount[1], own[controller]) or Path())
+    if not parents:
+        mount = next((m for m in mounts if m[2] == "cgroup2"), None)
+        if mount is not None and "" in own:
+            parents.append(_under(mount[0], mount[1], own[""]) or Path())
+    return [p for p in parents if p != Path() and os.access(p, os.W_OK)]
+
+
+def planned_cgroups(sandbox_id: str) -> list[Path]:
+    """Where the sandbox's parent cgroups go: `sandfleet-<id>` below ours, per hierarchy."""
+    return [parent / f"sandfleet-{sandbox_id}" for parent in our_cgroup_parents()]
+
+
+def create_cgroups(directories: list[Path]) -> bool:
+    """mkdir each; on any failure remove what was made and return False."""
+    for index, directory in enumerate(directories):
+        try:
+            directory.mkdir()
+        except OSError as exc:
+            log.info("sandbox_cgroup_unavailable", path=str(directory), error=str(exc))
+            remove_cgroups(directories[:index])
+            return False
+    return True
+
+
+def join(directories: Iterable[Path], pids: Iterable[int]) -> bool:
+    """Move processes (whole thread groups) into every directory; False if refused."""
+    for directory in directories:
+        for pid in pids:
+            try:
+                _write(directory / "cgroup.procs", str(pid))
+            except ProcessLookupError:
+                continue
+            except OSError as exc:
+                log.warning("sandbox_cgroup_join_failed", path=str(directory), error=str(exc))
+                return False
+    return True
+
+
+def members(directories: Iterable[Path]) -> set[int]:
+    """Every process in the directories and their sub-cgroups (the runtime's own)."""
+    found: set[int] = set()
+    for directory in directories:
+        for root, _, _ in os.walk(directory):
+            with contextlib.suppress(OSError, ValueError):
+                found.update(int(p) for p in Path(root, "cgroup.procs").read_text().split())
+    return found
+
+
+def remove_cgroups(directories: Iterable[Path]) -> None:
+    """rmdir bottom-up, including sub-cgroups a killed agent left; EBUSY while members exit."""
+    deadline = time.monotonic() + _RMDIR_DEADLINE_S
+    for directory in directories:
+        for root, _, _ in sorted(os.walk(directory), key=lambda e: -len(Path(e[0]).parts)):
+            _rmdir_when_empty(Path(root), deadline)
+
+
+def _rmdir_when_empty(directory: Path, deadline: float) -> None:
+    pause = 0.001
+    while True:
+        try:
+            directory.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or time.monotonic() > deadline:
+                log.warning("sandbox_cgroup_not_removed", path=str(directory), error=str(exc))
+                return
+        time.sleep(pause)  # a killed member is still exiting: it leaves within milliseconds
+        pause = min(pause * 2, 0.05)
+
+
+def _write(path: Path, value: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)

@@ -1,0 +1,64 @@
+"""LocalSandboxConfig: how one local sandbox is isolated, limited and where it keeps its files."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from sandfleet.sandbox import SandboxPaths
+
+Isolation = Literal["auto", "namespaces", "none"]
+NamespaceTool = Literal["auto", "bwrap", "unshare"]
+
+GIB = 1024**3
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LocalSandboxConfig:
+    """One local sandbox: a runtime agent child process in a private directory.
+
+    With namespaces the model sees `paths` (default /testbed) as its own directory, the host
+    filesystem read-only, a private /tmp and /root (HOME), and only the sandbox's processes.
+    The network is the host's: the agent listens on 127.0.0.1 and a sandbox can reach
+    whatever the host can (there is no network namespace).
+    """
+
+    paths: SandboxPaths = dataclasses.field(default_factory=SandboxPaths)
+    """Where the model sees its files. Without namespaces they move below the private dir."""
+    isolation: Isolation = "auto"
+    """"auto": namespaces when this machine allows them, else a logged warning and "none";
+    "namespaces": fail to start without them; "none": a plain child process."""
+    max_processes: int | None = 512
+    """pids limit for everything the sandbox's shells start (the runtime agent applies it)."""
+    max_memory_bytes: int | None = 2 * GIB
+    """Memory limit for everything the sandbox's shells start (the runtime agent applies it)."""
+    state_dir: Path | None = None
+    """Private dirs and pid records live here; None: $XDG_CACHE_HOME/sandfleet/sandboxes."""
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Extra environment for the sandbox (the host environment is NOT inherited: API keys
+    stay out). PATH and LANG come from the host unless set here."""
+    keep_workdir: bool = False
+    """Leave the private dir on disk after close (for inspection); its record is removed."""
+    namespace_tool: NamespaceTool = "auto"
+    """Which tool builds the namespaces: util-linux unshare, else bubblewrap (isolation.py
+    says why in that order)."""
+    start_timeout_s: float = 60.0
+    """How long the agent may take to report its port (64 starting at once on 2 cores: ~10 s)."""
+    stop_grace_s: float = 10.0
+    """How long close() waits for a graceful shutdown before SIGKILL."""
+    log_level: str = "INFO"
+    """The runtime agent's log level; its log is <state_dir>/<id>/agent.log."""
+
+    def resolved_state_dir(self) -> Path:
+        return self.state_dir if self.state_dir is not None else default_state_dir()
+
+
+def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """$XDG_CACHE_HOME/sandfleet/sandboxes, or ~/.cache/sandfleet/sandboxes."""
+    env = os.environ if environ is None else environ
+    cache_home = env.get("XDG_CACHE_HOME")
+    base = Path(cache_home) if cache_home else Path.home() / ".cache"
+    return base / "sandfleet" / "sandboxes"

@@ -1,0 +1,258 @@
+"""Everything a sandbox's start needs before its process exists: record, cgroups, private
+dirs, mount plan, and the command line with its environment (blocking: run in a thread)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import importlib.util
+import os
+import shlex
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from sandfleet.errors import SandboxStartError
+from sandfleet.local.cgroups import create_cgroups, planned_cgroups
+from sandfleet.local.config import LocalSandboxConfig
+from sandfleet.local.isolation import (
+    IsolationChoice,
+    bwrap_options,
+    nsinit_spec,
+    unshare_command,
+)
+from sandfleet.local.layout import (
+    PRIVATE_SYSTEM_DIRS,
+    MountOp,
+    host_path,
+    plan_layout,
+    private_roots,
+    scan_host_root,
+)
+from sandfleet.local.processes import SANDBOX_ID_ENV, ProcessIdentity, boot_id
+from sandfleet.local.registry import Registry, SandboxRecord
+from sandfleet.sandbox import SandboxPaths
+
+TOKEN_ENV = "SANDFLEET_RUNTIME_TOKEN"
+_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Packages the agent imports; wherever they are installed must stay visible inside.
+_AGENT_PACKAGES = ("sandfleet_runtime", "sandfleet_proto", "grpc", "grpc_health", "google.protobuf")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SandboxPlan:
+    """What prepare_sandbox made: the record, the dirs, the mount plan, the cgroups."""
+
+    record: SandboxRecord
+    sandbox_dir: Path
+    fs_root: Path
+    new_root: Path
+    log_path: Path
+    ops: tuple[MountOp, ...]
+    cgroups: tuple[Path, ...]
+
+
+def prepare_sandbox(
+    registry: Registry, sandbox_id: str, config: LocalSandboxConfig, choice: IsolationChoice
+) -> SandboxPlan:
+    """Write the record, then create cgroups and private dirs (blocking: run in a thread).
+
+    The record names the cgroups before they exist, so a crash in between leaks nothing."""
+    namespaced = choice.mechanism != "none"
+    cgroups = planned_cgroups(sandbox_id)
+    record = SandboxRecord(
+        sandbox_id=sandbox_id,
+        boot_id=boot_id(),
+        owner=self_identity(),
+        mechanism=choice.mechanism,
+        created_at=time.time(),
+        cgroups=tuple(str(path) for path in cgroups),
+    )
+    registry.write(record)
+    sandbox_dir = registry.sandbox_dir(sandbox_id)
+    fs_root = sandbox_dir / "root"
+    try:
+        if cgroups and not create_cgroups(cgroups):
+            cgroups = []
+        ops: tuple[MountOp, ...] = ()
+        if namespaced:
+            layout = plan_layout(
+                config.paths,
+                fs_root=fs_root,
+                host_entries=scan_host_root(),
+                hidden=[os.path.realpath(registry.state_dir)],
+                needed=agent_paths(),
+                # Writable only with a parent cgroup per sandbox: see cgroups.py for why.
+                shared=writable_cgroupfs() if cgroups else (),
+            )
+            ops = layout.ops
+        private = [*PRIVATE_SYSTEM_DIRS, *private_roots(config.paths)]
+        for path in [*private, config.paths.input_dir, config.paths.output_dir]:
+            host_path(fs_root, path).mkdir(parents=True, exist_ok=True)
+        host_path(fs_root, "/tmp").chmod(0o1777)  # a real /tmp: sticky, writable by any user
+        new_root = sandbox_dir / "mnt"
+        new_root.mkdir()
+    except BaseException:
+        registry.remove(sandbox_id, cgroups=cgroups)
+        raise
+    log_path = sandbox_dir / "agent.log"
+    return SandboxPlan(record, sandbox_dir, fs_root, new_root, log_path, ops, tuple(cgroups))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SpawnPlan:
+    """The command that starts a sandbox, and what the model will see."""
+
+    argv: list[str]
+    cwd: Path
+    paths: SandboxPaths
+    """The paths the model will see."""
+    agent_argv: list[str]
+    extra_fds: tuple[int, ...] = ()
+    """Open fds the child inherits besides the ready pipe; closed here after the spawn."""
+    unblock_fd: int | None = None
+    """Write end of bwrap's --block-fd: the agent starts once the cgroups are joined."""
+    info_fd: int | None = None
+    """Read end of bwrap's --info-fd: it names bwrap's child once that exists."""
+
+
+def spawn_plan(
+    plan: SandboxPlan, config: LocalSandboxConfig, choice: IsolationChoice, ready_fd: int
+) -> SpawnPlan:
+    """What to execute, where, and what the model sees (writes small files: run in a thread)."""
+    if choice.mechanism == "none":
+        paths = SandboxPaths(
+            **{
+                field.name: str(host_path(plan.fs_root, getattr(config.paths, field.name)))
+                for field in dataclasses.fields(SandboxPaths)
+            }
+        )
+        # PR_SET_PDEATHSIG in the agent: it dies with us. (Inside a PID namespace its
+        # parent is the namespace's init, whose death already kills it.)
+        argv = agent_command(config, ready_fd, paths.working_dir, exit_with_parent=True)
+        command = joining_cgroups(plan.cgroups, argv) if plan.cgroups else argv
+        return SpawnPlan(command, Path(paths.working_dir), paths, argv)
+    argv = agent_command(config, ready_fd, config.paths.working_dir, exit_with_parent=False)
+    cwd = config.paths.working_dir
+    if choice.mechanism == "bwrap":
+        hold = _HeldStart.open() if plan.cgroups else None
+        options = bwrap_options(
+            user_namespace=choice.user_namespace,
+            ops=plan.ops,
+            cwd=cwd,
+            block_fd=hold.block_read if hold else None,
+            info_fd=hold.info_write if hold else None,
+        )
+        # The options go through a file (--args FD): the sandbox's `ps` then shows one short
+        # line for its PID 1 instead of a hundred mount flags.
+        args_path = plan.sandbox_dir / "bwrap.args"
+        args_path.write_bytes(b"".join(os.fsencode(option) + b"\0" for option in options))
+        args_fd = os.open(args_path, os.O_RDONLY | os.O_CLOEXEC)
+        command = [shutil.which("bwrap") or "bwrap", "--args", str(args_fd), "--", *argv]
+        if hold is None:
+            return SpawnPlan(command, plan.sandbox_dir, config.paths, argv, (args_fd,))
+        extra = (args_fd, hold.block_read, hold.info_write)
+        return SpawnPlan(
+            command, plan.sandbox_dir, config.paths, argv, extra, hold.unblock, hold.info_read
+        )
+    spec_path = plan.sandbox_dir / "nsinit.json"
+    spec = nsinit_spec(
+        new_root=plan.new_root, ops=plan.ops, cwd=cwd, agent_argv=argv, cgroups=plan.cgroups
+    )
+    spec_path.write_text(spec)
+    command = unshare_command(user_namespace=choice.user_namespace, spec_path=spec_path)
+    return SpawnPlan(command, plan.sandbox_dir, config.paths, argv)
+
+
+def joining_cgroups(cgroups: Sequence[Path], argv: Sequence[str]) -> list[str]:
+    """argv behind a shell that first enters the cgroups: the agent then starts inside them,
+    and everything it starts stays findable there, even a daemon that left its tree."""
+    joins = " && ".join(f"echo $$ > {shlex.quote(str(c / 'cgroup.procs'))}" for c in cgroups)
+    return ["/bin/sh", "-c", f'{joins} && exec "$@"', "sandfleet-join", *argv]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _HeldStart:
+    """Pipes that let us move bwrap into the cgroups before it starts the agent: bwrap
+    reports its child on --info-fd, then waits on --block-fd. Only the child forks later,
+    so moving the two of them leaves no process outside."""
+
+    block_read: int
+    unblock: int
+    info_read: int
+    info_write: int
+
+    @classmethod
+    def open(cls) -> _HeldStart:
+        block_read, unblock = os.pipe()
+        info_read, info_write = os.pipe()
+        return cls(block_read, unblock, info_read, info_write)
+
+
+def agent_command(
+    config: LocalSandboxConfig, ready_fd: int, workdir: str, *, exit_with_parent: bool
+) -> list[str]:
+    # -I: a module the model leaves in the working dir must never shadow the agent's imports.
+    argv = [sys.executable, "-I", "-m", "sandfleet_runtime", "--listen", "127.0.0.1:0"]
+    argv += ["--ready-fd", str(ready_fd), "--workdir", workdir, "--log-level", config.log_level]
+    if exit_with_parent:
+        argv.append("--exit-with-parent")
+    if config.max_processes is not None:
+        argv += ["--max-processes", str(config.max_processes)]
+    if config.max_memory_bytes is not None:
+        argv += ["--max-memory", str(config.max_memory_bytes)]
+    return argv
+
+
+def sandbox_environment(
+    config: LocalSandboxConfig, *, sandbox_id: str, token: str, plan: SandboxPlan
+) -> dict[str, str]:
+    """A small environment, not the host's: API keys and tokens of the user stay out."""
+    degraded = plan.record.mechanism == "none"
+    env = {
+        "PATH": os.environ.get("PATH", _DEFAULT_PATH),
+        "LANG": os.environ.get("LANG", "C.UTF-8"),
+        "HOME": str(plan.fs_root / "root") if degraded else "/root",
+        SANDBOX_ID_ENV: sandbox_id,
+        TOKEN_ENV: token,
+    }
+    if degraded:
+        env["TMPDIR"] = str(plan.fs_root / "tmp")
+    env.update(config.env)
+    return env
+
+
+@functools.cache
+def agent_paths() -> tuple[str, ...]:
+    """Host paths the agent's interpreter and packages live in (real paths)."""
+    found = {
+        os.path.realpath(path)
+        for path in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)
+    }
+    found.add(os.path.dirname(os.path.realpath(sys.executable)))
+    for name in _AGENT_PACKAGES:
+        with contextlib.suppress(ImportError, ValueError):
+            spec = importlib.util.find_spec(name)
+            for location in (spec.submodule_search_locations or []) if spec else []:
+                found.add(os.path.dirname(os.path.realpath(location)))
+    return tuple(sorted(found))
+
+
+def writable_cgroupfs() -> list[str]:
+    """/sys/fs/cgroup, when we may create cgroups in it (root): the agent inside applies
+    max_processes / max_memory_bytes with cgroups, which a read-only /sys would prevent.
+    Without root the runtime cannot write cgroupfs anyway, so it stays read-only."""
+    cgroupfs = "/sys/fs/cgroup"
+    if os.geteuid() == 0 and os.path.isdir(cgroupfs) and os.access(cgroupfs, os.W_OK):
+        return [cgroupfs]
+    return []
+
+
+def self_identity() -> ProcessIdentity:
+    identity = ProcessIdentity.of(os.getpid())
+    if identity is None:  # /proc is not mounted: nothing here can work
+        raise SandboxStartError("/proc is not available; local sandboxes need it")
+    return identity

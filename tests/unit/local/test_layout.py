@@ -1,0 +1,123 @@
+"""The mount plan of a namespaced sandbox, from fixed host facts (no namespaces needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sandfleet.errors import SandboxStartError
+from sandfleet.local.layout import HostEntry, MountOp, plan_layout, private_roots
+from sandfleet.sandbox import SandboxPaths
+
+HOST = [
+    HostEntry("bin", "symlink", "usr/bin"),
+    HostEntry("dev", "dir"),
+    HostEntry("etc", "dir"),
+    HostEntry("home", "dir"),
+    HostEntry("proc", "dir"),
+    HostEntry("root", "dir"),
+    HostEntry("tmp", "dir"),
+    HostEntry("usr", "dir"),
+    HostEntry(".dockerenv", "file"),
+]
+FS_ROOT = Path("/state/sbx-1/root")
+
+
+def plan(paths: SandboxPaths | None = None, **kwargs: object) -> list[MountOp]:
+    layout = plan_layout(
+        paths or SandboxPaths(),
+        fs_root=FS_ROOT,
+        host_entries=HOST,
+        **kwargs,  # type: ignore[arg-type]
+    )
+    return list(layout.ops)
+
+
+def test_host_directories_are_bound_read_only_at_their_own_paths() -> None:
+    ops = plan()
+    assert MountOp("bind", "/usr", "/usr", readonly=True) in ops
+    assert MountOp("bind", "/etc", "/etc", readonly=True) in ops
+    assert MountOp("bind", "/.dockerenv", "/.dockerenv", readonly=True) in ops
+
+
+def test_top_level_symlinks_are_recreated_not_bound() -> None:
+    assert MountOp("symlink", "/bin", "usr/bin") in plan()
+
+
+def test_testbed_tmp_and_home_are_private_writable_dirs_under_the_sandbox_root() -> None:
+    ops = plan()
+    for inside in ("/testbed", "/tmp", "/root"):
+        assert MountOp("bind", inside, f"{FS_ROOT}{inside}") in ops
+    host_binds = {op.target for op in ops if op.kind == "bind" and op.readonly}
+    assert not host_binds & {"/tmp", "/root", "/proc", "/dev"}
+
+
+def test_proc_and_dev_are_fresh_instances() -> None:
+    kinds = {op.target: op.kind for op in plan()}
+    assert kinds["/proc"] == "proc"
+    assert kinds["/dev"] == "dev"
+
+
+def test_input_and_output_inside_the_working_dir_need_no_mounts_of_their_own() -> None:
+    assert private_roots(SandboxPaths()) == ["/testbed"]
+    custom = SandboxPaths(
+        working_dir="/work",
+        input_dir="/data/in",
+        output_dir="/work/out",
+        answer_file="/work/out/answer.txt",
+    )
+    assert sorted(private_roots(custom)) == ["/data/in", "/work"]
+
+
+def test_the_state_dir_is_hidden_unless_a_private_dir_already_covers_it() -> None:
+    visible = plan(hidden=["/home/alice/.cache/sandfleet/sandboxes"])
+    assert MountOp("tmpfs", "/home/alice/.cache/sandfleet/sandboxes", readonly=True) in visible
+    under_tmp = plan(hidden=["/tmp/pytest-1/state"])
+    assert not [op for op in under_tmp if op.kind == "tmpfs"]
+
+
+def test_an_interpreter_under_a_private_dir_is_bound_back_read_only() -> None:
+    ops = plan(
+        needed=[
+            "/root/.pyenv/versions/3.11.7",
+            "/root/.pyenv/versions/3.11.7/lib",
+            "/usr/lib/python3",
+        ]
+    )
+    rebound = [op for op in ops if op.readonly and op.target.startswith("/root")]
+    assert rebound == [
+        MountOp(
+            "bind", "/root/.pyenv/versions/3.11.7", "/root/.pyenv/versions/3.11.7", readonly=True
+        )
+    ]
+    assert ops.index(rebound[0]) > ops.index(MountOp("bind", "/root", f"{FS_ROOT}/root"))
+
+
+def test_an_interpreter_inside_the_hidden_state_dir_is_refused() -> None:
+    with pytest.raises(SandboxStartError, match="state_dir"):
+        plan(hidden=["/home/alice/state"], needed=["/home/alice/state/venv"])
+
+
+def test_a_private_path_that_cannot_get_a_mount_point_is_refused_before_start() -> None:
+    paths = SandboxPaths.under("/home/alice/not-there")
+    with pytest.raises(SandboxStartError, match="read-only"):
+        plan(paths, host_is_dir=lambda _: False)
+
+
+def test_relative_or_unnormalized_paths_are_refused() -> None:
+    with pytest.raises(SandboxStartError, match="absolute"):
+        plan(SandboxPaths.under("testbed"))
+    with pytest.raises(SandboxStartError, match="absolute"):
+        plan(SandboxPaths.under("/testbed/../etc"))
+
+
+def test_shared_host_paths_stay_writable_on_top_of_the_read_only_bind() -> None:
+    host = [HostEntry("sys", "dir")]
+    ops = list(
+        plan_layout(
+            SandboxPaths(), fs_root=FS_ROOT, host_entries=[*HOST, *host], shared=["/sys/fs/cgroup"]
+        ).ops
+    )
+    shared = MountOp("bind", "/sys/fs/cgroup", "/sys/fs/cgroup")
+    assert ops.index(shared) > ops.index(MountOp("bind", "/sys", "/sys", readonly=True))
