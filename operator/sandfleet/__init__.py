@@ -33,6 +33,32 @@ if TYPE_CHECKING:
     from sandfleet.sandbox import Sandbox, SandboxPaths
 
 
+def _log_through_stdlib_by_default() -> None:
+    """As a library, log through stdlib `logging` (silent below WARNING) until the app decides.
+
+    structlog's own default prints every event to stdout, which would mix debug lines into
+    a program's output. configure_once leaves an application's configuration alone, and the
+    CLI's logs.configure_logging replaces this one.
+    """
+    try:
+        import structlog
+    except ImportError:  # the runtime-only install (a sandbox image) has no structlog
+        return
+    structlog.configure_once(
+        processors=[
+            structlog.stdlib.filter_by_level,
+            structlog.stdlib.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.KeyValueRenderer(key_order=["event"]),
+        ],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+    )
+
+
+_log_through_stdlib_by_default()
+
+
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
