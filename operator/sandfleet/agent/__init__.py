@@ -1,29 +1,14 @@
-"""The agent loop: a model drives a sandbox through tools until it submits or runs out of turns."""
+"""The agent loop: a model drives a sandbox through tools until it submits or runs out of turns.
 
-from sandfleet.agent.config import AgentConfig, Task
-from sandfleet.agent.events import (
-    AgentEvent,
-    EventSink,
-    ModelReplied,
-    ObservationReceived,
-    RunFinished,
-    ToolCalled,
-    TurnStarted,
-)
-from sandfleet.agent.loop import AgentLoop, run_agent
-from sandfleet.agent.model import (
-    ContextLengthExceededError,
-    Model,
-    ModelError,
-    ModelTurn,
-    ToolCall,
-    Usage,
-)
-from sandfleet.agent.openai_model import OpenAIChatModel, openai_model
-from sandfleet.agent.results import AgentResult, StopReason, TurnTiming
-from sandfleet.agent.sandbox_access import AgentSandbox
-from sandfleet.agent.tools import ToolSpec, tool_specs
-from sandfleet.agent.trajectory import TrajectoryWriter, read_trajectory
+Exports load lazily (PEP 562), as in `sandfleet/__init__.py`: importing the package (the CLI
+does, for `--help` and `replay` too) costs only the modules a caller uses. The openai SDK,
+about a second to import, loads when openai_model() creates a model.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __all__ = [
     "AgentConfig",
@@ -42,6 +27,7 @@ __all__ = [
     "RunFinished",
     "StopReason",
     "Task",
+    "TaskFileError",
     "ToolCall",
     "ToolCalled",
     "ToolSpec",
@@ -49,8 +35,91 @@ __all__ = [
     "TurnStarted",
     "TurnTiming",
     "Usage",
+    "execute_tool_call",
     "openai_model",
     "read_trajectory",
     "run_agent",
     "tool_specs",
 ]
+
+_LAZY = {
+    "AgentConfig": "sandfleet.agent.config",
+    "Task": "sandfleet.agent.config",
+    "AgentEvent": "sandfleet.agent.events",
+    "EventSink": "sandfleet.agent.events",
+    "ModelReplied": "sandfleet.agent.events",
+    "ObservationReceived": "sandfleet.agent.events",
+    "RunFinished": "sandfleet.agent.events",
+    "ToolCalled": "sandfleet.agent.events",
+    "TurnStarted": "sandfleet.agent.events",
+    "AgentLoop": "sandfleet.agent.loop",
+    "run_agent": "sandfleet.agent.loop",
+    "ContextLengthExceededError": "sandfleet.agent.model",
+    "Model": "sandfleet.agent.model",
+    "ModelError": "sandfleet.agent.model",
+    "ModelTurn": "sandfleet.agent.model",
+    "ToolCall": "sandfleet.agent.model",
+    "Usage": "sandfleet.agent.model",
+    "OpenAIChatModel": "sandfleet.agent.openai_chat",
+    "AgentResult": "sandfleet.agent.results",
+    "StopReason": "sandfleet.agent.results",
+    "TurnTiming": "sandfleet.agent.results",
+    "AgentSandbox": "sandfleet.agent.sandbox_access",
+    "TaskFileError": "sandfleet.agent.task_inputs",
+    "ToolSpec": "sandfleet.agent.tools",
+    "execute_tool_call": "sandfleet.agent.tools",
+    "tool_specs": "sandfleet.agent.tools",
+    "TrajectoryWriter": "sandfleet.agent.trajectory",
+    "read_trajectory": "sandfleet.agent.trajectory",
+}
+
+if TYPE_CHECKING:
+    from sandfleet.agent.config import AgentConfig, Task
+    from sandfleet.agent.events import (
+        AgentEvent,
+        EventSink,
+        ModelReplied,
+        ObservationReceived,
+        RunFinished,
+        ToolCalled,
+        TurnStarted,
+    )
+    from sandfleet.agent.loop import AgentLoop, run_agent
+    from sandfleet.agent.model import (
+        ContextLengthExceededError,
+        Model,
+        ModelError,
+        ModelTurn,
+        ToolCall,
+        Usage,
+    )
+    from sandfleet.agent.openai_chat import OpenAIChatModel
+    from sandfleet.agent.results import AgentResult, StopReason, TurnTiming
+    from sandfleet.agent.sandbox_access import AgentSandbox
+    from sandfleet.agent.task_inputs import TaskFileError
+    from sandfleet.agent.tools import ToolSpec, execute_tool_call, tool_specs
+    from sandfleet.agent.trajectory import TrajectoryWriter, read_trajectory
+
+
+def openai_model(config: AgentConfig) -> OpenAIChatModel:
+    """An OpenAIChatModel for `config` (endpoint, key, timeout, retries, sampling).
+
+    The first call imports the openai SDK. Raises ModelError when the SDK cannot be set up
+    (e.g. no API key for OpenAI itself).
+    """
+    from sandfleet.agent.openai_chat import OpenAIChatModel
+
+    return OpenAIChatModel.from_config(config)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sandfleet.agent' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

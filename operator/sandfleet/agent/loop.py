@@ -23,7 +23,6 @@ from sandfleet.agent.model import (
     Model,
     ModelError,
     ModelTurn,
-    ToolCall,
     Usage,
 )
 from sandfleet.agent.prompts import (
@@ -42,9 +41,10 @@ from sandfleet.agent.sandbox_access import (
     read_answer,
     upload_task_files,
 )
-from sandfleet.agent.tools import SUBMIT, ToolArgumentError, parse_arguments, tool_specs
+from sandfleet.agent.task_inputs import describe_input_files
+from sandfleet.agent.tools import SUBMIT, execute_tool_call, tool_specs
 from sandfleet.agent.trajectory import TrajectoryWriter
-from sandfleet.errors import SandboxLostError, ToolError
+from sandfleet.errors import SandboxLostError
 
 log = structlog.get_logger(__name__)
 
@@ -111,14 +111,9 @@ class AgentLoop:
         if self.result is not None:
             raise RuntimeError("an AgentLoop runs once")
         started = time.perf_counter()
-        self._recorder.started(
-            model=self._model.name,
-            config=self._config,
-            specs=self._specs,
-            paths=self._sandbox.paths,
-        )
-        log.info("agent_run_started", task=self._task.id, model=self._model.name)
         try:
+            await self._record_start()
+            log.info("agent_run_started", task=self._task.id, model=self._model.name)
             stop, error = await self._run_until_stopped()
             answer, files, stop, error = await self._collect_outputs(stop, error)
         except asyncio.CancelledError:
@@ -128,6 +123,19 @@ class AgentLoop:
             )
             raise
         return self._finish(stop, answer, files, error, started)
+
+    async def _record_start(self) -> None:
+        """The meta record; it embeds the task's input files, so they are read first."""
+        input_files = None
+        if self._trajectory is not None and self._task.files:
+            input_files = await asyncio.to_thread(describe_input_files, self._task.files)
+        self._recorder.started(
+            model=self._model.name,
+            config=self._config,
+            specs=self._specs,
+            paths=self._sandbox.paths,
+            input_files=input_files,
+        )
 
     async def _run_until_stopped(self) -> _Stop:
         try:
@@ -189,7 +197,7 @@ class AgentLoop:
                     return StopReason.SUBMITTED, None
                 call_started = time.perf_counter()
                 try:
-                    output = await self._run_tool(call)
+                    output = await execute_tool_call(self._sandbox, call, specs=self._specs)
                 except SandboxLostError as exc:
                     return StopReason.SANDBOX_LOST, str(exc)
                 finally:
@@ -235,16 +243,6 @@ class AgentLoop:
             self._last_text = reply.text
         self._transcript.append(reply.message)
         self._recorder.replied(turn, reply, model_s=self._turn_model_s, max_tokens=self._max_tokens)
-
-    async def _run_tool(self, call: ToolCall) -> str:
-        try:
-            arguments = parse_arguments(call, self._specs)
-        except ToolArgumentError as exc:
-            return str(exc)
-        try:
-            return await self._sandbox.call_tool(call.name, arguments)
-        except ToolError as exc:  # the contract says "returned as text"; be lenient anyway
-            return str(exc)
 
     def _close_turn(self, turn: int, started: float, tool_s: float) -> None:
         wall = time.perf_counter() - started
@@ -320,6 +318,7 @@ async def run_agent(
 
     Never raises for model or sandbox failures (the stop reason says what happened).
     CancelledError propagates after the `cancelled` result is recorded and reported.
+    TaskFileError (a local input file cannot be read) is raised before the run starts.
     """
     loop = AgentLoop(task, sandbox, model, config, trajectory=trajectory, on_event=on_event)
     return await loop.run()

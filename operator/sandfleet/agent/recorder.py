@@ -38,8 +38,20 @@ class RunRecorder:
         self._on_event = on_event
 
     def started(
-        self, *, model: str, config: AgentConfig, specs: Sequence[ToolSpec], paths: PathsView
+        self,
+        *,
+        model: str,
+        config: AgentConfig,
+        specs: Sequence[ToolSpec],
+        paths: PathsView,
+        input_files: list[dict[str, Any]] | None,
     ) -> None:
+        """The meta record: with it (and the tool calls) a run can be replayed.
+
+        `input_files` comes from task_inputs.describe_input_files (None: the task has none).
+        """
+        if self._trajectory is None:
+            return
         self._write(
             {
                 "kind": "meta",
@@ -51,12 +63,16 @@ class RunRecorder:
                 "max_tokens": config.max_tokens,
                 "temperature": config.temperature,
                 "tools": [spec.name for spec in specs],
+                "offer_undo_edit": config.offer_undo_edit,
+                "tool_timeout_s": config.tool_timeout_s,
+                "remaining_turns_notice": config.remaining_turns_notice,
                 "paths": {
                     "working_dir": paths.working_dir,
                     "input_dir": paths.input_dir,
                     "output_dir": paths.output_dir,
                     "answer_file": paths.answer_file,
                 },
+                "input_files": input_files or [],
                 "started_at": datetime.datetime.now(datetime.UTC).isoformat(),
             }
         )

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import structlog
 
 from sandfleet.agent.prompts import PathsView
+from sandfleet.agent.task_inputs import unreadable_input
 from sandfleet.errors import SandboxLostError, SandfleetError
 
 log = structlog.get_logger(__name__)
@@ -57,10 +58,22 @@ def remote_input_path(paths: PathsView, name: str) -> str:
     return posixpath.normpath(posixpath.join(paths.input_dir, name))
 
 
-async def upload_task_files(sandbox: AgentSandbox, files: Mapping[str, Path | bytes]) -> None:
+async def upload_task_files(
+    sandbox: AgentSandbox,
+    files: Mapping[str, Path | bytes],
+    *,
+    modes: Mapping[str, int] | None = None,
+) -> None:
+    """Uploads each file to remote_input_path; local files keep their mode unless `modes`
+    names one. Raises TaskFileError for an unreadable local file, SandboxLostError."""
     for name, source in files.items():
         remote = remote_input_path(sandbox.paths, name)
-        await sandbox.upload(source, remote)
+        try:
+            await sandbox.upload(source, remote, mode=(modes or {}).get(name))
+        except OSError as error:
+            if not isinstance(source, Path):  # the sandbox's own failures are SandfleetErrors
+                raise
+            raise unreadable_input(name, source, error) from error
         log.debug("task_file_uploaded", remote=remote)
 
 

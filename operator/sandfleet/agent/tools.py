@@ -1,4 +1,4 @@
-"""The three tools the model gets (seed-compatible schemas) and the checking of its arguments."""
+"""The three tools the model gets (seed-compatible schemas), argument checking and dispatch."""
 
 from __future__ import annotations
 
@@ -6,9 +6,13 @@ import dataclasses
 import functools
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sandfleet.agent.model import ToolCall
+from sandfleet.errors import ToolError
+
+if TYPE_CHECKING:
+    from sandfleet.agent.sandbox_access import AgentSandbox
 
 EXECUTE_BASH = "execute_bash"
 STR_REPLACE_EDITOR = "str_replace_editor"
@@ -176,6 +180,25 @@ def parse_arguments(call: ToolCall, specs: Sequence[ToolSpec]) -> dict[str, Any]
                 f"Error: {call.name} needs the parameter `{name}`, which is missing."
             )
     return {name: _checked(call.name, name, properties[name], v) for name, v in present.items()}
+
+
+async def execute_tool_call(
+    sandbox: AgentSandbox, call: ToolCall, *, specs: Sequence[ToolSpec] | None = None
+) -> str:
+    """The observation for one sandbox tool call, exactly as the agent loop produces it.
+
+    The arguments are checked against `specs` (default: `tool_specs()`); a call that fails
+    the check gets the model-readable message instead of reaching the sandbox. `submit` is
+    the loop's to handle, not the sandbox's. Raises SandboxLostError only.
+    """
+    try:
+        arguments = parse_arguments(call, tool_specs() if specs is None else specs)
+    except ToolArgumentError as exc:
+        return str(exc)
+    try:
+        return await sandbox.call_tool(call.name, arguments)
+    except ToolError as exc:  # the contract says "returned as text"; be lenient anyway
+        return str(exc)
 
 
 def _checked(tool: str, name: str, schema: Mapping[str, Any], value: Any) -> Any:

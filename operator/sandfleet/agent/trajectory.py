@@ -9,7 +9,8 @@ from types import TracebackType
 from typing import Any, TextIO
 
 FORMAT_VERSION = 1
-"""Written into the meta record; bump it when a record kind changes incompatibly."""
+"""Written into the meta record; bump it when a record kind changes incompatibly (new keys
+are compatible: readers test for them)."""
 
 
 class TrajectoryWriter:

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import hashlib
 import shutil
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import structlog
 
@@ -23,6 +19,7 @@ from sandfleet.agent import (
     RunFinished,
     StopReason,
     Task,
+    TaskFileError,
     TrajectoryWriter,
     run_agent,
 )
@@ -42,12 +39,6 @@ from sandfleet.settings import Settings
 from sandfleet.tasks import TaskSpec
 
 log = structlog.get_logger(__name__)
-
-TASK_INPUTS_KIND = "task_inputs"
-"""Trajectory record the CLI writes before the loop starts: the task's input files (embedded,
-so `sandfleet replay` can re-upload them) and the settings replay needs."""
-MAX_EMBEDDED_INPUT_BYTES = 16 * 1024 * 1024
-"""Input files beyond this total are recorded by digest only (replay then reports them missing)."""
 
 
 class ConfigurationError(SandfleetError):
@@ -105,15 +96,6 @@ async def execute_task(
     await asyncio.to_thread(_clear_previous_results, folder)
     started = time.perf_counter()
     finished: list[AgentResult] = []
-    try:
-        inputs_record = await asyncio.to_thread(task_inputs_record, task, config)
-    except OSError as error:  # an input file vanished or became unreadable since loading
-        outcome = TaskOutcome.failure(
-            task.id, RunFailure.INVALID_TASK, f"cannot read an input file: {error}",
-            model=config.model, results_dir=folder,
-        )  # fmt: skip
-        await asyncio.to_thread(write_result_file, folder / RESULT_FILE, outcome)
-        return outcome
 
     def observe(event: AgentEvent) -> None:
         if isinstance(event, RunFinished):
@@ -138,11 +120,19 @@ async def execute_task(
             await asyncio.to_thread(write_result_file, folder / RESULT_FILE, outcome)
             return outcome
         trajectory = stack.enter_context(TrajectoryWriter(folder / TRAJECTORY_FILE))
-        trajectory.write(inputs_record)
         try:
             result = await run_agent(
                 task, sandbox, model, config, trajectory=trajectory, on_event=observe
             )
+        except TaskFileError as error:  # an input file vanished or became unreadable
+            trajectory.close()
+            _remove_if_empty(trajectory.path)  # the loop reads its inputs before any record
+            outcome = TaskOutcome.failure(
+                task.id, RunFailure.INVALID_TASK, str(error), model=config.model,
+                results_dir=folder, total_time_s=time.perf_counter() - started,
+            )  # fmt: skip
+            await asyncio.to_thread(write_result_file, folder / RESULT_FILE, outcome)
+            return outcome
         except asyncio.CancelledError:
             partial = finished[0] if finished else None
             outcome = _cancelled_outcome(task, partial, config.model, folder, started)
@@ -186,6 +176,12 @@ async def _copy_outputs(
     return sorted(path.relative_to(local_dir).as_posix() for path in written), None
 
 
+def _remove_if_empty(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        if path.stat().st_size == 0:
+            path.unlink()
+
+
 def _clear_previous_results(folder: Path) -> None:
     # A task id names one folder; a new run replaces the previous run's files so that
     # output/ never mixes two runs.
@@ -193,56 +189,3 @@ def _clear_previous_results(folder: Path) -> None:
     for name in (TRAJECTORY_FILE, RESULT_FILE):
         (folder / name).unlink(missing_ok=True)
     folder.mkdir(parents=True, exist_ok=True)
-
-
-def task_inputs_record(
-    task: Task, config: AgentConfig, *, max_embedded_bytes: int = MAX_EMBEDDED_INPUT_BYTES
-) -> dict[str, Any]:
-    """The record replay needs besides the loop's own: input files and tool settings.
-
-    Reads local input files (blocking: call it from a worker thread).
-    """
-    files: list[dict[str, Any]] = []
-    embedded = 0
-    for name, source in task.files.items():
-        data = source.read_bytes() if isinstance(source, Path) else bytes(source)
-        entry: dict[str, Any] = {
-            "name": name,
-            "size": len(data),
-            "sha256": hashlib.sha256(data).hexdigest(),
-        }
-        if embedded + len(data) <= max_embedded_bytes:
-            embedded += len(data)
-            entry.update(_embedded_content(data))
-        files.append(entry)
-    return {
-        "kind": TASK_INPUTS_KIND,
-        "task_id": task.id,
-        "files": files,
-        "tool_timeout_s": config.tool_timeout_s,
-        "remaining_turns_notice": config.remaining_turns_notice,
-        "offer_undo_edit": config.offer_undo_edit,
-    }
-
-
-def _embedded_content(data: bytes) -> dict[str, str]:
-    try:
-        return {"encoding": "utf-8", "content": data.decode("utf-8")}
-    except UnicodeDecodeError:
-        return {"encoding": "base64", "content": base64.b64encode(data).decode("ascii")}
-
-
-def embedded_files(record: Mapping[str, Any]) -> tuple[dict[str, bytes], list[str]]:
-    """Input files of a task_inputs record: (name -> content, names recorded by digest only)."""
-    files: dict[str, bytes] = {}
-    missing: list[str] = []
-    for entry in record.get("files") or []:
-        name = str(entry.get("name"))
-        content = entry.get("content")
-        if content is None:
-            missing.append(name)
-        elif entry.get("encoding") == "base64":
-            files[name] = base64.b64decode(content)
-        else:
-            files[name] = str(content).encode("utf-8")
-    return files, missing

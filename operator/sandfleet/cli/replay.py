@@ -13,20 +13,23 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from sandfleet.agent import ToolCall, read_trajectory, tool_specs
+from sandfleet.agent import ToolCall, execute_tool_call, read_trajectory, tool_specs
 from sandfleet.agent.events import summarize_arguments
 from sandfleet.agent.prompts import remaining_turns_notice
 from sandfleet.agent.sandbox_access import upload_task_files
-from sandfleet.agent.tools import SUBMIT, ToolArgumentError, parse_arguments
-from sandfleet.cli.execution import TASK_INPUTS_KIND, embedded_files, sandbox_config
+from sandfleet.agent.task_inputs import RecordedInputs, recorded_input_files
+from sandfleet.agent.tools import SUBMIT
+from sandfleet.cli.execution import sandbox_config
 from sandfleet.cli.results import ExitCode
 from sandfleet.cli.run import run_until_interrupted
-from sandfleet.errors import SandboxLostError, SandfleetError, ToolError
+from sandfleet.errors import SandboxLostError, SandfleetError
 from sandfleet.sandbox import Sandbox, SandboxPaths
 from sandfleet.settings import Settings
 
 # AgentConfig's default, for trajectories whose records do not say.
 _DEFAULT_NOTICE_TURNS = 5
+_LEGACY_INPUTS_KIND = "task_inputs"
+"""Where CLI trajectories recorded the inputs before the meta record carried them."""
 _DIFF_LINES = 30
 
 
@@ -53,10 +56,15 @@ class ReplayPlan:
     paths: SandboxPaths
     """The sandbox layout the model saw (observations mention these paths)."""
     files: dict[str, bytes]
+    modes: dict[str, int]
+    """Permission bits of the input files that came from local files."""
+    inputs_recorded: bool
+    """False for trajectories written before the meta record carried the input files."""
     calls: tuple[RecordedCall, ...]
     max_turns: int | None
     notice_turns: int
     tool_timeout_s: float | None
+    offer_undo_edit: bool
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -87,6 +95,14 @@ def replay_command(args: argparse.Namespace, settings: Settings, console: Consol
         f"replaying {len(plan.calls)} tool calls of task {plan.task_id} "
         f"({len(plan.files)} input files) in a fresh local sandbox"
     )
+    if not plan.inputs_recorded:
+        errors.print(
+            Text.assemble(
+                ("warning: ", "yellow"),
+                "the trajectory does not record the task's input files (it predates that);"
+                " replaying without them",
+            )
+        )
     try:
         replays = run_until_interrupted(replay(plan, settings, tool_timeout_s=timeout_s))
     except SandboxLostError as error:
@@ -111,12 +127,14 @@ def load_plan(path: Path) -> ReplayPlan:
     meta = next((r for r in records if r.get("kind") == "meta"), None)
     if meta is None:
         raise ReplayError(f"{path} has no meta record: not a sandfleet trajectory")
-    inputs = next((r for r in records if r.get("kind") == TASK_INPUTS_KIND), {})
-    files, missing = embedded_files(inputs)
-    if missing:
-        raise ReplayError(
-            f"{path} records input files by digest only (too large to embed): " + ", ".join(missing)
-        )
+    # The meta record carries the inputs and the tool settings. Older CLI trajectories keep
+    # them in a task_inputs record instead, so the settings below are looked up in both.
+    legacy = next((r for r in records if r.get("kind") == _LEGACY_INPUTS_KIND), None)
+    recorded = {**(legacy or {}), **meta}
+    entries = meta.get("input_files", legacy.get("files") if legacy else None)
+    inputs = recorded_input_files(entries or [])
+    if inputs.missing:
+        raise ReplayError(_missing_inputs_message(path, inputs))
     calls = _recorded_calls(records)
     if not calls:
         raise ReplayError(f"{path} has no tool calls to replay")
@@ -124,11 +142,22 @@ def load_plan(path: Path) -> ReplayPlan:
     return ReplayPlan(
         task_id=str(meta.get("task_id", path.stem)),
         paths=SandboxPaths(**recorded_paths) if recorded_paths else SandboxPaths(),
-        files=files,
+        files=inputs.files,
+        modes=inputs.modes,
+        inputs_recorded=entries is not None,
         calls=tuple(calls),
         max_turns=meta.get("max_turns"),
-        notice_turns=int(inputs.get("remaining_turns_notice", _DEFAULT_NOTICE_TURNS)),
-        tool_timeout_s=inputs.get("tool_timeout_s"),
+        notice_turns=int(recorded.get("remaining_turns_notice", _DEFAULT_NOTICE_TURNS)),
+        tool_timeout_s=recorded.get("tool_timeout_s"),
+        offer_undo_edit=bool(recorded.get("offer_undo_edit", True)),
+    )
+
+
+def _missing_inputs_message(path: Path, inputs: RecordedInputs) -> str:
+    listed = "; ".join(missing.describe() for missing in inputs.missing)
+    return (
+        f"{path} records input files by digest only (too large to embed), so they are missing"
+        f" and the replay cannot run: {listed}"
     )
 
 
@@ -169,23 +198,20 @@ async def replay(
     plan: ReplayPlan, settings: Settings, *, tool_timeout_s: float
 ) -> list[CallReplay]:
     """Run the plan's calls in a fresh local sandbox; submit ends the replay."""
-    specs = tool_specs()
+    specs = tool_specs(offer_undo_edit=plan.offer_undo_edit)
     replays: list[CallReplay] = []
     async with Sandbox.local(
         sandbox_config(settings, plan.paths), tool_timeout_s=tool_timeout_s
     ) as sandbox:
         mapping = _PathMapping(recorded=plan.paths, current=sandbox.paths)
-        await upload_task_files(sandbox, plan.files)
+        await upload_task_files(sandbox, plan.files, modes=plan.modes)
         for call in plan.calls:
             if call.name == SUBMIT:
                 replays.append(CallReplay(call, replayed=None, matched=True))
                 break
             arguments = mapping.to_current(call.arguments)
-            try:
-                parsed = parse_arguments(ToolCall(call.call_id, call.name, arguments), specs)
-                output = await sandbox.call_tool(call.name, parsed)
-            except (ToolArgumentError, ToolError) as error:
-                output = str(error)
+            replayed_call = ToolCall(call.call_id, call.name, arguments)
+            output = await execute_tool_call(sandbox, replayed_call, specs=specs)
             replayed = mapping.to_recorded(output)
             replays.append(CallReplay(call, replayed, _matches(call, replayed, plan)))
     return replays

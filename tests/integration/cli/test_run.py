@@ -8,6 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from sandfleet.agent import AgentConfig, Task
+from sandfleet.cli.execution import execute_task
+from sandfleet.settings import Settings
+from sandfleet.tasks import TaskSpec
 from tests.integration.cli.harness import (
     CLI_TIMEOUT_S,
     cli_environment,
@@ -19,6 +23,7 @@ from tests.integration.cli.harness import (
     run_cli,
     start_cli,
 )
+from tests.support.agent_fakes import ScriptedModel
 from tests.support.scripted_openai import (
     Fail,
     Hang,
@@ -72,7 +77,7 @@ async def test_a_prompt_runs_to_submit_and_leaves_answer_trajectory_and_result(
     assert outcome["output_files"] == ["answer.txt"]
     assert (folder / "output" / "answer.txt").read_text() == "391\n"
     kinds = [record["kind"] for record in read_jsonl(folder / "trajectory.jsonl")]
-    assert kinds[0] == "task_inputs" and kinds[1] == "meta" and kinds[-1] == "result"
+    assert kinds[0] == "meta" and kinds[-1] == "result" and "task_inputs" not in kinds
     assert requests[0].headers["authorization"] == "Bearer sk-from-env"
     assert requests[0].body["model"] == "scripted-model"
     assert prompt in requests[0].body["messages"][1]["content"]
@@ -125,8 +130,7 @@ async def test_a_seed_task_folder_gets_its_templates_input_files_and_output_back
         "answer.txt",
         "loud.txt",
     ]
-    inputs = next(records_of(results / "trajectory.jsonl", "task_inputs"))
-    assert {entry["name"]: entry["content"] for entry in inputs["files"]} == {
+    assert {entry["name"]: entry["content"] for entry in meta["input_files"]} == {
         "words.txt": "hello sandbox\n",
         "extra.txt": "second file\n",
     }
@@ -196,4 +200,23 @@ async def test_ctrl_c_reclaims_the_sandbox_and_records_a_cancelled_result(tmp_pa
     assert outcome["turns"] == 2
     results = list(records_of(tmp_path / "results" / "slow" / "trajectory.jsonl", "result"))
     assert [r["stop_reason"] for r in results] == ["cancelled"]
+    assert live_sandboxes(tmp_path / "state") == []
+
+
+async def test_an_input_file_that_vanished_since_loading_is_an_invalid_task(
+    tmp_path: Path,
+) -> None:
+    vanished = tmp_path / "vanished.csv"
+    spec = TaskSpec(Task(id="gone", prompt="p", files={"data.csv": vanished}))
+    settings = Settings(results_dir=tmp_path / "results", state_dir=tmp_path / "state")
+
+    outcome = await execute_task(
+        spec, model=ScriptedModel([]), config=AgentConfig(model="m"), settings=settings
+    )
+
+    assert outcome.stop_reason == "invalid_task"
+    assert f"cannot read the input file {vanished} (for data.csv)" in (outcome.error or "")
+    folder = tmp_path / "results" / "gone"
+    assert json.loads((folder / "result.json").read_text())["stop_reason"] == "invalid_task"
+    assert not (folder / "trajectory.jsonl").exists()
     assert live_sandboxes(tmp_path / "state") == []

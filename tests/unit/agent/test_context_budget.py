@@ -6,7 +6,7 @@ import pytest
 
 from sandfleet.agent.loop import shrunk_max_tokens
 from sandfleet.agent.model import ContextLengthExceededError
-from sandfleet.agent.openai_model import context_length_error
+from sandfleet.agent.openai_chat import context_length_error
 
 VLLM_OLD = (
     "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens "

@@ -1,13 +1,17 @@
-"""Tool schemas (seed compatibility) and argument checking."""
+"""Tool schemas (seed compatibility), argument checking, and dispatching a call to a sandbox."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 import pytest
 
+from sandfleet.agent import execute_tool_call
 from sandfleet.agent.model import ToolCall
 from sandfleet.agent.tools import ToolArgumentError, parse_arguments, tool_specs
+from sandfleet.errors import SandboxLostError, ToolError
+from tests.support.agent_fakes import FakeSandbox
 
 SPECS = tool_specs()
 
@@ -140,3 +144,42 @@ def test_booleans_are_not_integers() -> None:
 
 def test_empty_arguments_mean_no_arguments() -> None:
     assert parse_arguments(call("submit", ""), SPECS) == {}
+
+
+async def test_a_call_that_fails_the_check_gets_the_message_and_never_reaches_the_sandbox() -> None:
+    sandbox = FakeSandbox()
+    output = await execute_tool_call(sandbox, call("execute_bash", "{not json"))
+    assert output.startswith("Error: the arguments for execute_bash are not valid JSON")
+    assert sandbox.tool_calls == []
+
+
+async def test_a_checked_call_reaches_the_sandbox_with_the_coerced_arguments() -> None:
+    sandbox = FakeSandbox()
+    arguments = {"command": "view", "path": "/testbed", "view_range": "[1, 5]", "junk": None}
+    output = await execute_tool_call(sandbox, call("str_replace_editor", arguments))
+    assert output == "Execution output of \\[str_replace_editor]:\nview ok"
+    assert sandbox.tool_calls == [
+        ("str_replace_editor", {"command": "view", "path": "/testbed", "view_range": [1, 5]})
+    ]
+
+
+async def test_the_specs_decide_which_tools_exist() -> None:
+    only_bash = [spec for spec in SPECS if spec.name == "execute_bash"]
+    output = await execute_tool_call(
+        FakeSandbox(), call("str_replace_editor", {"command": "view"}), specs=only_bash
+    )
+    assert output == (
+        "Error: there is no tool named 'str_replace_editor'. The available tools are: execute_bash."
+    )
+
+
+async def test_a_tool_error_becomes_the_observation_and_a_lost_sandbox_raises() -> None:
+    def refuse(sandbox: FakeSandbox, name: str, arguments: Mapping[str, object]) -> str:
+        raise ToolError("path /x does not exist")
+
+    refused = await execute_tool_call(FakeSandbox(refuse), call("execute_bash", {"command": "x"}))
+    assert refused == "path /x does not exist"
+    with pytest.raises(SandboxLostError):
+        await execute_tool_call(
+            FakeSandbox(lose_after_calls=0), call("execute_bash", {"command": "x"})
+        )

@@ -23,15 +23,25 @@ META = {
         "answer_file": "/testbed/output/answer.txt",
     },
 }
-INPUTS = {
+INPUT_FILES = [
+    {"name": "a.txt", "encoding": "utf-8", "content": "text", "mode": 0o755},
+    {"name": "b.bin", "encoding": "base64", "content": "AAE="},
+]
+RECORDED = {
+    **META,
+    "input_files": INPUT_FILES,
+    "tool_timeout_s": 30,
+    "remaining_turns_notice": 3,
+    "offer_undo_edit": False,
+}
+"""A meta record as the agent writes it: with the inputs and the tool settings."""
+LEGACY_INPUTS = {
     "kind": "task_inputs",
-    "files": [
-        {"name": "a.txt", "encoding": "utf-8", "content": "text"},
-        {"name": "b.bin", "encoding": "base64", "content": "AAE="},
-    ],
+    "files": INPUT_FILES,
     "tool_timeout_s": 30,
     "remaining_turns_notice": 3,
 }
+"""Where CLI trajectories kept the inputs before meta carried them (the shipped example)."""
 
 
 def call(
@@ -65,7 +75,7 @@ def write(path: Path, *records: dict[str, Any]) -> Path:
 def test_a_plan_pairs_calls_with_observations_and_stops_at_submit(tmp_path: Path) -> None:
     trajectory = write(
         tmp_path / "t.jsonl",
-        INPUTS, META,
+        RECORDED,
         call(1, "c1"), call(1, "c2"), observation(1, "c1", "one"), observation(1, "c2", "two"),
         call(2, "c3"),
         call(3, "c4", name="submit"), observation(3, "c4", "Submitted."),
@@ -81,15 +91,39 @@ def test_a_plan_pairs_calls_with_observations_and_stops_at_submit(tmp_path: Path
         ("c4", "Submitted.", True),
     ]
     assert plan.files == {"a.txt": b"text", "b.bin": b"\x00\x01"}
+    assert plan.modes == {"a.txt": 0o755}
+    assert plan.inputs_recorded
     assert plan.paths == SandboxPaths()
     assert plan.tool_timeout_s == 30
     assert plan.notice_turns == 3
+    assert plan.offer_undo_edit is False
+
+
+def test_a_legacy_task_inputs_record_still_supplies_the_inputs_and_settings(
+    tmp_path: Path,
+) -> None:
+    plan = load_plan(write(tmp_path / "t.jsonl", LEGACY_INPUTS, META, call(1, "c1")))
+
+    assert plan.files == {"a.txt": b"text", "b.bin": b"\x00\x01"}
+    assert plan.inputs_recorded
+    assert plan.tool_timeout_s == 30
+    assert plan.notice_turns == 3
+    assert plan.offer_undo_edit is True
+
+
+def test_a_trajectory_that_does_not_record_its_inputs_says_so(tmp_path: Path) -> None:
+    plan = load_plan(write(tmp_path / "t.jsonl", META, call(1, "c1")))
+
+    assert plan.files == {}
+    assert not plan.inputs_recorded
+    assert plan.tool_timeout_s is None
+    assert plan.notice_turns == 5
 
 
 def test_the_loops_steps_remaining_notice_is_not_a_difference(tmp_path: Path) -> None:
     last_turn_notice = remaining_turns_notice(1, notice_turns=3, paths=SandboxPaths())
     trajectory = write(
-        tmp_path / "t.jsonl", INPUTS, META,
+        tmp_path / "t.jsonl", RECORDED,
         call(8, "a"), observation(8, "a", "out\nSteps remaining: 2"),
         call(9, "b"), call(9, "c"),
         observation(9, "b", "first"), observation(9, "c", "second" + last_turn_notice),
@@ -117,10 +151,15 @@ def test_a_trajectory_without_meta_or_calls_cannot_be_replayed(tmp_path: Path) -
 
 
 def test_inputs_recorded_by_digest_only_are_reported(tmp_path: Path) -> None:
-    inputs = {"kind": "task_inputs", "files": [{"name": "huge.bin", "sha256": "00", "size": 1}]}
+    meta = {**META, "input_files": [{"name": "huge.bin", "sha256": "00", "size": 1}]}
 
+    with pytest.raises(
+        ReplayError, match=r"digest only.*missing.*huge\.bin \(1 bytes, sha256 00\)"
+    ):
+        load_plan(write(tmp_path / "t.jsonl", meta, call(1, "c1")))
+    legacy = {"kind": "task_inputs", "files": [{"name": "huge.bin", "sha256": "00", "size": 1}]}
     with pytest.raises(ReplayError, match=r"digest only.*huge\.bin"):
-        load_plan(write(tmp_path / "t.jsonl", inputs, META, call(1, "c1")))
+        load_plan(write(tmp_path / "t.jsonl", legacy, META, call(1, "c1")))
 
 
 def test_paths_map_to_a_relocated_sandbox_and_back_in_one_pass() -> None:

@@ -103,6 +103,32 @@ class OpenAIChatModel:
         self._schemas_for: Sequence[ToolSpec] | None = None
         self._schemas: list[dict[str, Any]] = []
 
+    @classmethod
+    def from_config(cls, config: AgentConfig) -> OpenAIChatModel:
+        """An OpenAIChatModel for `config` (endpoint, key, timeout, retries, sampling).
+
+        Raises ModelError when the SDK cannot be set up (e.g. no API key for OpenAI itself).
+        """
+        api_key = config.api_key
+        if api_key is None and config.base_url is not None:
+            api_key = _PLACEHOLDER_API_KEY
+        try:
+            client = openai.AsyncOpenAI(
+                api_key=api_key,
+                base_url=config.base_url,
+                timeout=config.request_timeout_s,
+                max_retries=config.max_retries,
+            )
+        except openai.OpenAIError as exc:
+            raise ModelError(f"cannot set up the OpenAI client: {exc}") from exc
+        return cls(
+            client,
+            model=config.model,
+            temperature=config.temperature,
+            extra_body=config.extra_body,
+            endpoint_concurrency=config.endpoint_concurrency,
+        )
+
     @property
     def name(self) -> str:
         return self._model
@@ -230,30 +256,4 @@ def _model_turn(response: Any) -> ModelTurn:
         message=item,
         reasoning=reasoning if isinstance(reasoning, str) else None,
         finish_reason=choice.finish_reason,
-    )
-
-
-def openai_model(config: AgentConfig) -> OpenAIChatModel:
-    """An OpenAIChatModel for `config` (endpoint, key, timeout, retries, sampling).
-
-    Raises ModelError when the SDK cannot be set up (e.g. no API key for OpenAI itself).
-    """
-    api_key = config.api_key
-    if api_key is None and config.base_url is not None:
-        api_key = _PLACEHOLDER_API_KEY
-    try:
-        client = openai.AsyncOpenAI(
-            api_key=api_key,
-            base_url=config.base_url,
-            timeout=config.request_timeout_s,
-            max_retries=config.max_retries,
-        )
-    except openai.OpenAIError as exc:
-        raise ModelError(f"cannot set up the OpenAI client: {exc}") from exc
-    return OpenAIChatModel(
-        client,
-        model=config.model,
-        temperature=config.temperature,
-        extra_body=config.extra_body,
-        endpoint_concurrency=config.endpoint_concurrency,
     )
