@@ -44,9 +44,20 @@ def _log_through_stdlib_by_default() -> None:
         import structlog
     except ImportError:  # the runtime-only install (a sandbox image) has no structlog
         return
+    import logging
+
+    def below_stdlib_level(logger: Any, method_name: str, event_dict: Any) -> Any:
+        # Not structlog.stdlib.filter_by_level: an app that later swaps in another logger
+        # factory (and keeps these processors) must not crash on a non-stdlib logger.
+        enabled = getattr(logger, "isEnabledFor", None)
+        level = logging.getLevelNamesMapping().get(method_name.upper(), logging.WARNING)
+        if enabled is not None and not enabled(level):
+            raise structlog.DropEvent
+        return event_dict
+
     structlog.configure_once(
         processors=[
-            structlog.stdlib.filter_by_level,
+            below_stdlib_level,
             structlog.stdlib.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.KeyValueRenderer(key_order=["event"]),
