@@ -47,13 +47,14 @@ from sandfleet.agent import (  # noqa: E402
     openai_model,
     run_agent,
 )
+from sandfleet.agent.model import ChatCompletionsMessages  # noqa: E402
 from sandfleet.logs import configure_logging  # noqa: E402
 from tests.support.agent_fakes import FakeSandbox  # noqa: E402
 
 OBSERVATION = "Exit code: 0\nExecution output of \\[execute_bash]:\n\\[STDOUT]\nstep output\n"
 
 
-class ZeroLatencyModel:
+class ZeroLatencyModel(ChatCompletionsMessages):
     """Answers instantly: `tool_turns` bash calls, then submit. Shared by concurrent runs."""
 
     def __init__(self, tool_turns: int) -> None:
@@ -66,15 +67,6 @@ class ZeroLatencyModel:
     @property
     def name(self) -> str:
         return "zero-latency"
-
-    def system_message(self, text: str) -> dict[str, Any]:
-        return {"role": "system", "content": text}
-
-    def user_message(self, text: str) -> dict[str, Any]:
-        return {"role": "user", "content": text}
-
-    def tool_result_message(self, call: ToolCall, output: str) -> dict[str, Any]:
-        return {"role": "tool", "tool_call_id": call.call_id, "content": output}
 
     async def complete(
         self, transcript: Sequence[Any], tools: Sequence[ToolSpec], *, max_tokens: int | None

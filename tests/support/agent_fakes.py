@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sandfleet.agent import ModelError, ModelTurn, ToolCall, ToolSpec, Usage
+from sandfleet.agent.model import ChatCompletionsMessages
 from sandfleet.errors import SandboxLostError, ToolError
 from sandfleet.sandbox import SandboxPaths
 
@@ -37,7 +38,7 @@ class ModelCall:
     max_tokens: int | None
 
 
-class ScriptedModel:
+class ScriptedModel(ChatCompletionsMessages):
     """Replays ModelTurns (or raises scripted exceptions) in order; records each call.
 
     With `hold_call=n`, the n-th call (from 1) sets `waiting` and then waits for `release`,
@@ -63,15 +64,6 @@ class ScriptedModel:
     @property
     def name(self) -> str:
         return "scripted"
-
-    def system_message(self, text: str) -> dict[str, Any]:
-        return {"role": "system", "content": text}
-
-    def user_message(self, text: str) -> dict[str, Any]:
-        return {"role": "user", "content": text}
-
-    def tool_result_message(self, call: ToolCall, output: str) -> dict[str, Any]:
-        return {"role": "tool", "tool_call_id": call.call_id, "content": output}
 
     async def complete(
         self, transcript: Sequence[Any], tools: Sequence[ToolSpec], *, max_tokens: int | None

@@ -73,6 +73,22 @@ class Model(Protocol):
     async def aclose(self) -> None: ...
 
 
+class ChatCompletionsMessages:
+    """Transcript items in the chat-completions shape (OpenAI, vLLM, SGLang all accept it).
+
+    Models that speak this format inherit the three message builders of the Model protocol.
+    """
+
+    def system_message(self, text: str) -> dict[str, Any]:
+        return {"role": "system", "content": text}
+
+    def user_message(self, text: str) -> dict[str, Any]:
+        return {"role": "user", "content": text}
+
+    def tool_result_message(self, call: ToolCall, output: str) -> dict[str, Any]:
+        return {"role": "tool", "tool_call_id": call.call_id, "content": output}
+
+
 class ModelError(ModelEndpointError):
     """The endpoint failed after retries or rejected the request; the run stops with model_error."""
 

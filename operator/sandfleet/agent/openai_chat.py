@@ -20,7 +20,14 @@ import openai
 import structlog
 
 from sandfleet.agent.config import AgentConfig
-from sandfleet.agent.model import ContextLengthExceededError, ModelError, ModelTurn, ToolCall, Usage
+from sandfleet.agent.model import (
+    ChatCompletionsMessages,
+    ContextLengthExceededError,
+    ModelError,
+    ModelTurn,
+    ToolCall,
+    Usage,
+)
 from sandfleet.agent.tools import ToolSpec
 
 log = structlog.get_logger(__name__)
@@ -79,7 +86,7 @@ def context_length_error(message: str, code: str | None) -> ContextLengthExceede
     )
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(ChatCompletionsMessages):
     """Chat completions with function calling over one AsyncOpenAI client.
 
     Safe to share between concurrent runs in one event loop (it keeps no per-run state).
@@ -132,15 +139,6 @@ class OpenAIChatModel:
     @property
     def name(self) -> str:
         return self._model
-
-    def system_message(self, text: str) -> dict[str, Any]:
-        return {"role": "system", "content": text}
-
-    def user_message(self, text: str) -> dict[str, Any]:
-        return {"role": "user", "content": text}
-
-    def tool_result_message(self, call: ToolCall, output: str) -> dict[str, Any]:
-        return {"role": "tool", "tool_call_id": call.call_id, "content": output}
 
     async def complete(
         self, transcript: Sequence[Any], tools: Sequence[ToolSpec], *, max_tokens: int | None
