@@ -19,9 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from sandfleet.client import RuntimeClient
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # for tests.support (the same spawner the tests use)
+
+from sandfleet.client import RuntimeClient  # noqa: E402
+from tests.support.runtime_server import spawn_runtime_process  # noqa: E402
 
 
 def _percentile(samples: list[float], pct: float) -> float:
@@ -38,34 +40,8 @@ def _memory_kib(pid: int) -> dict[str, int]:
     return values
 
 
-def _spawn(
-    workdir: Path, token: str, env_extra: dict[str, str]
-) -> tuple[subprocess.Popen[bytes], int]:
-    read_fd, write_fd = os.pipe()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "sandfleet_runtime",
-            "--listen",
-            "127.0.0.1:0",
-            "--ready-fd",
-            str(write_fd),
-            "--workdir",
-            str(workdir),
-            "--log-level",
-            "WARNING",
-        ],
-        env={**os.environ, "SANDFLEET_RUNTIME_TOKEN": token, **env_extra},
-        pass_fds=(write_fd,),
-        start_new_session=True,
-    )
-    os.close(write_fd)
-    with os.fdopen(read_fd, "rb") as ready:
-        line = ready.readline()
-    if not line:
-        raise RuntimeError("runtime failed to start")
-    return proc, int(line)
+def _spawn(workdir: Path, token: str) -> tuple[subprocess.Popen[bytes], int]:
+    return spawn_runtime_process(workdir, token, "--log-level", "WARNING")
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -121,7 +97,7 @@ async def _touch(port: int, token: str) -> None:
         await client.close()
 
 
-def _fleet(count: int, env_extra: dict[str, str], base: Path) -> dict[str, float]:
+def _fleet(count: int, base: Path) -> dict[str, float]:
     """Start `count` agents, run one command in each (so each has its bash), measure PSS."""
     procs: list[tuple[subprocess.Popen[bytes], int]] = []
     token = secrets.token_urlsafe(16)
@@ -129,7 +105,7 @@ def _fleet(count: int, env_extra: dict[str, str], base: Path) -> dict[str, float
         for i in range(count):
             workdir = base / f"a{i}"
             workdir.mkdir()
-            procs.append(_spawn(workdir, token, env_extra))
+            procs.append(_spawn(workdir, token))
 
         async def touch_all() -> None:
             await asyncio.gather(*(_touch(port, token) for _, port in procs))
@@ -165,7 +141,7 @@ def main() -> None:
         base = Path(tmp)
         token = secrets.token_urlsafe(16)
         (base / "single").mkdir()
-        proc, port = _spawn(base / "single", token, {})
+        proc, port = _spawn(base / "single", token)
         try:
             time.sleep(1.0)
             idle = _memory_kib(proc.pid)
@@ -177,7 +153,7 @@ def main() -> None:
             _stop(proc)
         if args.agents:
             (base / "fleet").mkdir()
-            results["fleet"] = _fleet(args.agents, {}, base / "fleet")
+            results["fleet"] = _fleet(args.agents, base / "fleet")
     print(json.dumps(results, indent=2))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
