@@ -22,18 +22,11 @@ import signal
 import time
 from pathlib import Path
 
+from .cgroupfs import all_mounts, cgroup_directory, own_cgroups, write_value
+
 log = logging.getLogger(__name__)
 
 _KILL_DEADLINE_S = 5.0
-
-
-def _write(path: Path, value: str) -> None:
-    # One write() call: cgroupfs parses each write on its own.
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.write(fd, value.encode())
-    finally:
-        os.close(fd)
 
 
 def _read_int(path: Path) -> int | None:
@@ -65,43 +58,6 @@ def _limit_hits(events: Path) -> int | None:
     except (OSError, ValueError):
         return None
     return None
-
-
-def _unescape(field: str) -> str:
-    return re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), field)
-
-
-def _mounts() -> list[tuple[str, str, str, set[str]]]:
-    """(root, mount point, fs type, super options) of each mount, from /proc/self/mountinfo."""
-    mounts = []
-    with open("/proc/self/mountinfo") as mountinfo:
-        for line in mountinfo:
-            before, _, after = line.partition(" - ")
-            fields, tail = before.split(), after.split()
-            if len(fields) < 5 or len(tail) < 3:
-                continue
-            options = set(tail[2].split(","))
-            mounts.append((_unescape(fields[3]), _unescape(fields[4]), tail[0], options))
-    return mounts
-
-
-def _own_cgroups() -> dict[str, str]:
-    """Controller (or "" for the v2 unified hierarchy) -> this process's cgroup path."""
-    own = {}
-    with open("/proc/self/cgroup") as cgroups:
-        for line in cgroups:
-            _, controllers, path = line.rstrip("\n").split(":", 2)
-            for controller in controllers.split(",") if controllers else [""]:
-                own[controller] = path
-    return own
-
-
-def _directory(mount_root: str, mount_point: str, cgroup_path: str) -> Path | None:
-    """Where a cgroup path shows up under a mount that may expose only a subtree."""
-    relative = os.path.relpath(cgroup_path, mount_root)
-    if relative.startswith(".."):
-        return None
-    return Path(os.path.normpath(os.path.join(mount_point, relative)))
 
 
 class SessionLimits:
@@ -198,7 +154,7 @@ class _CgroupLimits(SessionLimits):
 
     def attach(self, pid: int) -> None:
         for directory in self.directories:
-            _write(directory / "cgroup.procs", str(pid))
+            write_value(directory / "cgroup.procs", str(pid))
 
     def members(self) -> list[int]:
         return _pids_in(self.directories[0])
@@ -252,11 +208,11 @@ class CgroupV2Limits(_CgroupLimits):
     def try_create(
         cls, max_processes: int | None, max_memory_bytes: int | None, name: str
     ) -> CgroupV2Limits | None:
-        path = _own_cgroups().get("")
-        mount = next((m for m in _mounts() if m[2] == "cgroup2"), None)
+        path = own_cgroups().get("")
+        mount = next((m for m in all_mounts() if m[2] == "cgroup2"), None)
         if path is None or mount is None:
             return None
-        parent = _directory(mount[0], mount[1], path)
+        parent = cgroup_directory(mount[0], mount[1], path)
         if parent is None:
             return None
         needed = {"pids"} if max_processes is not None else set()
@@ -273,11 +229,11 @@ class CgroupV2Limits(_CgroupLimits):
         )
         try:
             if max_processes is not None:
-                _write(directory / "pids.max", str(max_processes))
+                write_value(directory / "pids.max", str(max_processes))
             if max_memory_bytes is not None:
-                _write(directory / "memory.max", str(max_memory_bytes))
+                write_value(directory / "memory.max", str(max_memory_bytes))
                 with contextlib.suppress(OSError):  # no swap accounting: nothing to escape to
-                    _write(directory / "memory.swap.max", "0")
+                    write_value(directory / "memory.swap.max", "0")
         except OSError:
             limits.destroy()
             raise
@@ -293,15 +249,15 @@ class CgroupV2Limits(_CgroupLimits):
         """
         control = " ".join(f"+{controller}" for controller in sorted(needed))
         try:
-            _write(parent / "cgroup.subtree_control", control)
+            write_value(parent / "cgroup.subtree_control", control)
             return
         except OSError as error:
             if error.errno != errno.EBUSY or _pids_in(parent) != [os.getpid()]:
                 raise
         leaf = parent / "sandfleet-runtime"
         leaf.mkdir(exist_ok=True)
-        _write(leaf / "cgroup.procs", str(os.getpid()))
-        _write(parent / "cgroup.subtree_control", control)
+        write_value(leaf / "cgroup.procs", str(os.getpid()))
+        write_value(parent / "cgroup.subtree_control", control)
 
     def memory_current_bytes(self) -> int | None:
         return _read_int(self.directories[0] / "memory.current")
@@ -315,7 +271,7 @@ class CgroupV2Limits(_CgroupLimits):
     def kill_all(self) -> None:
         # cgroup.kill (Linux 5.14) kills every member atomically, forking ones included.
         with contextlib.suppress(OSError):
-            _write(self.directories[0] / "cgroup.kill", "1")
+            write_value(self.directories[0] / "cgroup.kill", "1")
         super().kill_all()
 
 
@@ -326,8 +282,8 @@ class CgroupV1Limits(_CgroupLimits):
     def try_create(
         cls, max_processes: int | None, max_memory_bytes: int | None, name: str
     ) -> CgroupV1Limits | None:
-        own = _own_cgroups()
-        mounts = _mounts()
+        own = own_cgroups()
+        mounts = all_mounts()
         wanted = []
         if max_processes is not None:
             wanted.append("pids")
@@ -338,7 +294,7 @@ class CgroupV1Limits(_CgroupLimits):
             mount = next((m for m in mounts if m[2] == "cgroup" and controller in m[3]), None)
             if mount is None or controller not in own:
                 return None
-            parent = _directory(mount[0], mount[1], own[controller])
+            parent = cgroup_directory(mount[0], mount[1], own[controller])
             if parent is None or not os.access(parent, os.W_OK):
                 return None
             directories.append(parent / name)
@@ -348,12 +304,12 @@ class CgroupV1Limits(_CgroupLimits):
                 directory.mkdir(exist_ok=True)
                 limits.directories.append(directory)
             if max_processes is not None:
-                _write(limits.directories[0] / "pids.max", str(max_processes))
+                write_value(limits.directories[0] / "pids.max", str(max_processes))
             if max_memory_bytes is not None:
                 memory = limits.directories[-1]
-                _write(memory / "memory.limit_in_bytes", str(max_memory_bytes))
+                write_value(memory / "memory.limit_in_bytes", str(max_memory_bytes))
                 with contextlib.suppress(OSError):  # only with swap accounting enabled
-                    _write(memory / "memory.memsw.limit_in_bytes", str(max_memory_bytes))
+                    write_value(memory / "memory.memsw.limit_in_bytes", str(max_memory_bytes))
         except OSError:
             limits.destroy()
             raise

@@ -25,58 +25,30 @@ from pathlib import Path
 
 import structlog
 
+from sandfleet_runtime.cgroupfs import all_mounts, cgroup_directory, own_cgroups, write_value
+
 log = structlog.get_logger(__name__)
 
 V1_CONTROLLERS = ("pids", "memory")
 _RMDIR_DEADLINE_S = 5.0
 
 
-def _own_cgroups() -> dict[str, str]:
-    """Controller ("" for the v2 hierarchy) -> our cgroup path, from /proc/self/cgroup."""
-    own: dict[str, str] = {}
-    with open("/proc/self/cgroup") as cgroups:
-        for line in cgroups:
-            _, controllers, path = line.rstrip("\n").split(":", 2)
-            for controller in controllers.split(",") if controllers else [""]:
-                own[controller] = path
-    return own
-
-
-def _cgroup_mounts() -> list[tuple[str, str, str, set[str]]]:
-    """(root, mount point, fs type, super options) of each cgroup mount."""
-    mounts = []
-    with open("/proc/self/mountinfo") as mountinfo:
-        for line in mountinfo:
-            before, _, after = line.partition(" - ")
-            fields, tail = before.split(), after.split()
-            if len(fields) >= 5 and len(tail) >= 3 and tail[0] in ("cgroup", "cgroup2"):
-                mounts.append((fields[3], fields[4], tail[0], set(tail[2].split(","))))
-    return mounts
-
-
-def _under(mount_root: str, mount_point: str, cgroup_path: str) -> Path | None:
-    relative = os.path.relpath(cgroup_path, mount_root)
-    if relative.startswith(".."):
-        return None
-    return Path(os.path.normpath(os.path.join(mount_point, relative)))
-
-
 def our_cgroup_parents() -> list[Path]:
     """Our own cgroup directory in each hierarchy where a sandbox parent makes sense and we
     may create children: v1 pids and memory, else the v2 unified hierarchy."""
     try:
-        own, mounts = _own_cgroups(), _cgroup_mounts()
+        own, mounts = own_cgroups(), all_mounts()
     except OSError:
         return []
     parents: list[Path] = []
     for controller in V1_CONTROLLERS:
         mount = next((m for m in mounts if m[2] == "cgroup" and controller in m[3]), None)
         if mount is not None and controller in own:
-            parents.append(_under(mount[0], mount[1], own[controller]) or Path())
+            parents.append(cgroup_directory(mount[0], mount[1], own[controller]) or Path())
     if not parents:
         mount = next((m for m in mounts if m[2] == "cgroup2"), None)
         if mount is not None and "" in own:
-            parents.append(_under(mount[0], mount[1], own[""]) or Path())
+            parents.append(cgroup_directory(mount[0], mount[1], own[""]) or Path())
     return [p for p in parents if p != Path() and os.access(p, os.W_OK)]
 
 
@@ -102,7 +74,7 @@ def join(directories: Iterable[Path], pids: Iterable[int]) -> bool:
     for directory in directories:
         for pid in pids:
             try:
-                _write(directory / "cgroup.procs", str(pid))
+                write_value(directory / "cgroup.procs", str(pid))
             except ProcessLookupError:
                 continue
             except OSError as exc:
@@ -143,11 +115,3 @@ def _rmdir_when_empty(directory: Path, deadline: float) -> None:
                 return
         time.sleep(pause)  # a killed member is still exiting: it leaves within milliseconds
         pause = min(pause * 2, 0.05)
-
-
-def _write(path: Path, value: str) -> None:
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.write(fd, value.encode())
-    finally:
-        os.close(fd)
