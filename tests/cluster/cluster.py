@@ -145,6 +145,16 @@ def _wait_default_service_account(api: KubeApi, deadline: float) -> None:
     raise ClusterStartError("the service account controller never created default/default")
 
 
+def running_kubeconfig(layout: Layout) -> Path | None:
+    """The admin kubeconfig of a local cluster that is already up (started by `cluster up`)."""
+    if not layout.state_file.exists():
+        return None
+    records = _read_state(layout)
+    if records and all(processes.is_alive(r) for r in records):
+        return layout.admin_kubeconfig
+    return None
+
+
 def up(layout: Layout, ports: Ports, timeout_s: float = 180.0) -> ClusterInfo:
     """Start etcd, the control plane, containerd and the kubelet; return once pods can run."""
     started = time.monotonic()

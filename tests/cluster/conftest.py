@@ -36,6 +36,17 @@ def cluster_under_test(request: pytest.FixtureRequest) -> Iterator[ClusterUnderT
         )
         return
     layout = Layout.default()
+    running = cluster.running_kubeconfig(layout)
+    if running is not None:
+        # Started by hand (`python -m tests.cluster.cluster up`): use it, and leave it running.
+        yield ClusterUnderTest(
+            kubeconfig=running,
+            api=KubeApi.from_kubeconfig(running),
+            runtime_image=layout.read_images()["runtime"].ref,
+            local=True,
+            image_pull_policy="Never",
+        )
+        return
     problems = cluster.missing_prerequisites(layout)
     if problems:
         unavailable("no local test cluster: " + "; ".join(problems))
