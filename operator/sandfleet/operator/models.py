@@ -14,6 +14,15 @@ from pydantic.alias_generators import to_camel
 
 from sandfleet.operator.api import DEFAULT_WORKDIR, EgressMode
 
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+"""A shell variable name: per-session env is exported into bash, which accepts no other."""
+DECIMAL_PATTERN = r"^[0-9]+(\.[0-9]+)?$"
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]"
+    r"|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+"""A Kubernetes resource quantity ("100m", "2", "512Mi"), as the API server checks it."""
+
 
 class _Spec(BaseModel):
     model_config = ConfigDict(
@@ -22,8 +31,8 @@ class _Spec(BaseModel):
 
 
 class EnvVar(_Spec):
-    name: str = Field(min_length=1)
-    value: str = ""
+    name: str = Field(min_length=1, max_length=256, pattern=ENV_NAME_PATTERN)
+    value: str = Field(default="", max_length=32768)
 
 
 class ObjectName(_Spec):
@@ -40,8 +49,8 @@ class KeyRef(_Spec):
 
 
 class ResourceList(_Spec):
-    cpu: str | None = None
-    memory: str | None = None
+    cpu: str | None = Field(default=None, pattern=QUANTITY_PATTERN)
+    memory: str | None = Field(default=None, pattern=QUANTITY_PATTERN)
 
 
 class Resources(_Spec):
@@ -69,15 +78,17 @@ class PodTemplate(_Spec):
     resources: Resources | None = None
     """None: the operator's default requests and limits."""
     runtime_class_name: str | None = None
-    env: tuple[EnvVar, ...] = ()
+    env: tuple[EnvVar, ...] = Field(default=(), max_length=128)
     """Pod-level environment (baked into the pod; for per-session values use spec.env)."""
     node_selector: dict[str, str] = {}
     tolerations: tuple[Toleration, ...] = ()
-    workdir: str = DEFAULT_WORKDIR
+    workdir: str = Field(default=DEFAULT_WORKDIR, pattern="^/")
+    """Absolute: the runtime's --workdir, where relative file paths start."""
 
 
 class NetworkSpec(_Spec):
     egress: EgressMode = EgressMode.NONE
+    """None: no egress; Internet: public addresses and DNS only; All: everything."""
 
 
 class LifecycleSpec(_Spec):
@@ -87,8 +98,10 @@ class LifecycleSpec(_Spec):
     """No tool call for this long (the runtime's last-activity stat): Expired (IdleTimeout)."""
     ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
     """A finished session (Succeeded, Failed, Expired) is deleted this long after it ended."""
-    sandbox_lost_retries: int = Field(default=0, ge=0)
-    """A managed session whose pod is lost is restarted on a new sandbox this often."""
+    sandbox_lost_retries: int = Field(default=0, ge=0, le=10)
+    """A managed session whose pod is lost is restarted on a new sandbox this often.
+    The CRD sets no default, so `model_fields_set` tells an unset value (the template's
+    applies) from an explicit 0."""
 
 
 class FileSource(_Spec):
@@ -100,6 +113,7 @@ class FileSource(_Spec):
     config_map_key_ref: KeyRef | None = None
     secret_key_ref: KeyRef | None = None
     mode: int = Field(default=0o644, ge=0, le=0o777)
+    """Permission bits (420 in JSON is 0o644)."""
 
     @model_validator(mode="after")
     def _one_source(self) -> FileSource:
@@ -116,14 +130,17 @@ class AgentSpec(_Spec):
 
     model: str = Field(min_length=1)
     prompt: str = Field(min_length=1)
-    base_url: str | None = Field(default=None, alias="baseURL")
+    """The task (the problem statement)."""
+    base_url: str | None = Field(default=None, alias="baseURL", pattern="^https?://")
+    """An OpenAI-compatible endpoint; None: OpenAI's."""
     api_key_secret_ref: KeyRef | None = None
     system_prompt: str | None = None
-    max_turns: int = Field(default=100, ge=1)
+    """Replaces the built-in system prompt."""
+    max_turns: int = Field(default=100, ge=1, le=10000)
     max_tokens: int | None = Field(default=None, ge=1)
-    temperature: str | None = None
+    temperature: str | None = Field(default=None, pattern=DECIMAL_PATTERN)
     """A decimal string ("0.7"): Kubernetes API conventions keep floats out of specs."""
-    tool_timeout_seconds: int = Field(default=120, ge=1)
+    tool_timeout_seconds: int = Field(default=120, ge=1, le=86400)
 
     @property
     def temperature_value(self) -> float | None:
@@ -134,10 +151,10 @@ class SandboxSessionSpec(_Spec):
     template_ref: ObjectName | None = None
     template: PodTemplate | None = None
     pool_ref: ObjectName | None = None
-    env: tuple[EnvVar, ...] = ()
+    env: tuple[EnvVar, ...] = Field(default=(), max_length=128)
     """Per-session environment for the sandbox's shells, bound through the runtime API (so a
     warm sandbox keeps it without a restart)."""
-    files: tuple[FileSource, ...] = ()
+    files: tuple[FileSource, ...] = Field(default=(), max_length=64)
     agent: AgentSpec | None = None
     lifecycle: LifecycleSpec = LifecycleSpec()
     network: NetworkSpec | None = None
@@ -164,7 +181,7 @@ class SandboxTemplateSpec(_Spec):
 class SandboxPoolSpec(_Spec):
     template_ref: ObjectName | None = None
     template: PodTemplate | None = None
-    replicas: int = Field(default=1, ge=0)
+    replicas: int = Field(default=1, ge=0, le=10000)
     """Idle warm sandboxes to keep; claimed ones are replaced."""
 
     @model_validator(mode="after")

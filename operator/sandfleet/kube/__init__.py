@@ -1,0 +1,49 @@
+"""An async Kubernetes REST client on aiohttp, for the operator, the SDK and the CLI.
+
+    async with KubeClient(KubeConfig.load()) as kube:
+        pod = await kube.get(resource_path("v1", "pods", "default", "web"))
+
+It speaks JSON dicts, types errors by status and never imports kopf.
+"""
+
+from __future__ import annotations
+
+from sandfleet.kube.client import PATCH_CONTENT_TYPES, JsonObject, KubeClient, PatchKind
+from sandfleet.kube.config import KubeConfig
+from sandfleet.kube.errors import (
+    ConflictError,
+    ForbiddenError,
+    GoneError,
+    InvalidError,
+    KubeApiError,
+    KubeConfigError,
+    KubeConnectionError,
+    NotFoundError,
+    UnauthorizedError,
+    WatchExpiredError,
+)
+from sandfleet.kube.paths import resource_path
+from sandfleet.kube.rate_limit import TokenBucket
+from sandfleet.kube.watch import WatchEvent, WatchEventType
+
+__all__ = [
+    "PATCH_CONTENT_TYPES",
+    "ConflictError",
+    "ForbiddenError",
+    "GoneError",
+    "InvalidError",
+    "JsonObject",
+    "KubeApiError",
+    "KubeClient",
+    "KubeConfig",
+    "KubeConfigError",
+    "KubeConnectionError",
+    "NotFoundError",
+    "PatchKind",
+    "TokenBucket",
+    "UnauthorizedError",
+    "WatchEvent",
+    "WatchEventType",
+    "WatchExpiredError",
+    "resource_path",
+]

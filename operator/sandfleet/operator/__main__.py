@@ -1,0 +1,113 @@
+"""`sandfleet-operator` / `python -m sandfleet.operator`: settings, logging, clients, kopf.
+
+Process start-up only: one frozen settings object, structlog configured once, the long-lived
+clients and shared state built into the OperatorContext, then kopf runs the handlers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Coroutine
+from typing import Any
+
+import kopf
+import structlog
+
+from sandfleet.kube import KubeClient, KubeConfig
+from sandfleet.logs import configure_logging
+from sandfleet.operator.context import OperatorContext
+from sandfleet.operator.http_api import build_http_app, serve_http
+from sandfleet.operator.metrics import OperatorMetrics
+from sandfleet.operator.pod_index import PodIndex, feed_pod_index
+from sandfleet.operator.resources import PlatformDefaults
+from sandfleet.operator.settings import OperatorSettings
+from sandfleet.operator.sweeper import sweep_forever
+from sandfleet.operator.trajectory_store import DirectoryTrajectoryStore
+
+log = structlog.get_logger(__name__)
+
+
+def platform_defaults(settings: OperatorSettings) -> PlatformDefaults:
+    return PlatformDefaults(
+        image=settings.default_image,
+        operator_namespace=settings.operator_namespace,
+        operator_pod_labels=dict(settings.operator_pod_labels),
+        image_pull_policy=settings.image_pull_policy,
+        cpu_request=settings.default_cpu_request,
+        memory_request=settings.default_memory_request,
+        memory_limit=settings.default_memory_limit,
+        dns_policy=settings.dns_policy,
+    )
+
+
+def build_context(settings: OperatorSettings, kube: KubeClient) -> OperatorContext:
+    from sandfleet.operator.handlers import post_event  # registers the kopf handlers
+
+    store = DirectoryTrajectoryStore(settings.trajectory_dir)
+    ctx = OperatorContext(
+        settings=settings,
+        kube=kube,
+        pods=PodIndex(),
+        metrics=OperatorMetrics(),
+        store=store,
+        defaults=platform_defaults(settings),
+        events=post_event,
+    )
+    ctx.background += [
+        lambda: feed_pod_index(kube, ctx.pods, settings.namespaces),
+        lambda: sweep_forever(
+            kube, ctx.metrics, settings.namespaces, settings.orphan_sweep_interval_seconds
+        ),
+        lambda: _serve_http_forever(ctx),
+        lambda: _prune_forever(ctx),
+    ]
+    return ctx
+
+
+async def _serve_http_forever(ctx: OperatorContext) -> None:
+    app = build_http_app(ctx.store, ctx.metrics.render)
+    settings = ctx.settings
+    async with serve_http(app, settings.http_host, settings.http_port) as server:
+        log.info("operator_http_serving", url=server.url)
+        await asyncio.Event().wait()
+
+
+async def _prune_forever(ctx: OperatorContext) -> None:
+    while True:
+        with contextlib.suppress(OSError):
+            await ctx.store.prune(ctx.settings.trajectory_retention_seconds)
+        await asyncio.sleep(3600)
+
+
+async def run_operator(settings: OperatorSettings) -> None:
+    config = KubeConfig.load(settings.kubeconfig)
+    async with KubeClient(config, qps=settings.kube_qps, burst=settings.kube_burst) as kube:
+        ctx = build_context(settings, kube)
+        liveness = (
+            f"http://0.0.0.0:{settings.liveness_port}/healthz" if settings.liveness_port else None
+        )
+        operator: Coroutine[Any, Any, None] = kopf.operator(
+            memo=ctx,
+            namespaces=settings.namespaces,
+            clusterwide=not settings.namespaces,
+            standalone=settings.peering is None,
+            peering_name=settings.peering,
+            liveness_endpoint=liveness,
+        )
+        await operator
+
+
+def main() -> int:
+    settings = OperatorSettings()
+    configure_logging(level=os.environ.get("SANDFLEET_LOG_LEVEL", "INFO"))
+    if settings.kubeconfig is not None:
+        # kopf's own login reads $KUBECONFIG; both clients must act as the same user.
+        os.environ["KUBECONFIG"] = str(settings.kubeconfig)
+    asyncio.run(run_operator(settings))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,183 @@
+"""Driving a managed session's agent loop in its sandbox, from the operator.
+
+The loop talks to the model endpoint and to the runtime at the pod IP; the trajectory is
+written record by record into the store as it happens, and the session's status hears
+about progress at a bounded rate. After an operator restart the run resumes from that
+trajectory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import structlog
+
+from sandfleet.agent.config import AgentConfig, Task
+from sandfleet.agent.events import AgentEvent, ObservationReceived, RunFinished, TurnStarted
+from sandfleet.agent.loop import run_agent
+from sandfleet.agent.results import AgentResult
+from sandfleet.agent.resume import ResumeError, ResumeState, resume_agent, resume_state
+from sandfleet.agent.trajectory import TrajectoryWriter, read_trajectory
+from sandfleet.client import RuntimeClient
+from sandfleet.kube import NotFoundError
+from sandfleet.operator.api import Reason
+from sandfleet.operator.context import OperatorContext
+from sandfleet.operator.models import AgentSpec
+from sandfleet.operator.plans import PlanError
+from sandfleet.operator.provisioning import read_secret_value
+from sandfleet.operator.resources import ObjectRef
+from sandfleet.operator.session_status import SessionStatus
+from sandfleet.sandbox import Sandbox, SandboxPaths
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_API_KEY_KEY = "api-key"
+
+
+class ResumeImpossibleError(Exception):
+    """The run was interrupted and its trajectory cannot carry it on."""
+
+
+async def agent_config(ctx: OperatorContext, namespace: str, agent: AgentSpec) -> AgentConfig:
+    api_key = None
+    if agent.api_key_secret_ref is not None:
+        ref = agent.api_key_secret_ref
+        try:
+            api_key = await read_secret_value(ctx.kube, namespace, ref.name, ref.key)
+        except (NotFoundError, KeyError) as exc:
+            raise PlanError(
+                Reason.SECRET_NOT_FOUND, f"apiKeySecretRef {ref.name}/{ref.key}: {exc}"
+            ) from exc
+    return AgentConfig(
+        model=agent.model,
+        base_url=agent.base_url,
+        api_key=api_key,
+        max_turns=agent.max_turns,
+        max_tokens=agent.max_tokens,
+        temperature=agent.temperature_value,
+        tool_timeout_s=float(agent.tool_timeout_seconds),
+        system_prompt=agent.system_prompt,
+    )
+
+
+class _Progress:
+    """Agent events -> metrics at once, and status progress (flushed at a bounded rate)."""
+
+    def __init__(self, ctx: OperatorContext, status: SessionStatus, turns_before: int) -> None:
+        self._ctx = ctx
+        self._status = status
+        self._turns_before = turns_before
+        self.turns = turns_before
+
+    def __call__(self, event: AgentEvent) -> None:
+        if isinstance(event, TurnStarted):
+            self.turns = event.turn
+            self._ctx.metrics.agent_turn()
+            agent = self._status.get("agent") or {}
+            self._status.agent_progress(
+                turns=event.turn,
+                prompt_tokens=agent.get("promptTokens", 0),
+                completion_tokens=agent.get("completionTokens", 0),
+            )
+        elif isinstance(event, ObservationReceived):
+            self._ctx.metrics.tool_called(event.name, event.tool_s)
+        elif isinstance(event, RunFinished):
+            result = event.result
+            self._ctx.metrics.agent_finished(
+                result.stop_reason.value, result.prompt_tokens, result.completion_tokens
+            )
+
+
+@contextlib.asynccontextmanager
+async def _flushing(status: SessionStatus, interval_s: float) -> AsyncIterator[None]:
+    async def flush_forever() -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            await status.flush(throttle_s=interval_s)
+
+    task = asyncio.create_task(flush_forever())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def drive_agent(
+    ctx: OperatorContext,
+    session: ObjectRef,
+    agent: AgentSpec,
+    *,
+    workdir: str,
+    address: str,
+    token: str,
+    status: SessionStatus,
+    resuming: bool,
+) -> AgentResult:
+    """Run (or, when `resuming`, continue) the session's loop to its end.
+
+    Raises PlanError for configuration problems (missing API key Secret) and
+    ResumeImpossibleError when an interrupted run's trajectory is missing or unusable.
+    """
+    config = await agent_config(ctx, session.namespace, agent)
+    model = ctx.model_for(config)
+    path = ctx.store.writer_path(session.namespace, session.name, session.uid)
+    status.set(trajectory=ctx.store.reference(session.namespace, session.name, session.uid))
+    task = Task(id=f"{session.namespace}/{session.name}", prompt=agent.prompt)
+    sandbox = Sandbox(
+        RuntimeClient(address, token),
+        paths=SandboxPaths.under(workdir),
+        tool_timeout_s=float(agent.tool_timeout_seconds),
+    )
+    state = await _resume_state(path) if resuming else None
+    turns_before = state.turns if state is not None else 0
+    progress = _Progress(ctx, status, turns_before)
+    log.info("agent_started", session=task.id, model=agent.model, resuming=resuming)
+    try:
+        with TrajectoryWriter(path) as writer:
+            async with _flushing(status, ctx.settings.status_interval_seconds or 1.0):
+                if state is not None:
+                    return await resume_agent(
+                        task,
+                        sandbox,
+                        model,
+                        config,
+                        state,
+                        trajectory=writer,
+                        on_event=progress,
+                    )
+                return await run_agent(
+                    task, sandbox, model, config, trajectory=writer, on_event=progress
+                )
+    finally:
+        await sandbox.close()
+
+
+def set_aside_trajectory(ctx: OperatorContext, session: ObjectRef, attempt: int) -> None:
+    """A lost sandbox's run starts over: its trajectory so far is kept beside the new one."""
+    path = ctx.store.writer_path(session.namespace, session.name, session.uid)
+    if path.exists():
+        path.rename(path.with_name(f"{path.stem}.lost-{attempt}{path.suffix}"))
+
+
+async def _resume_state(path: Path) -> ResumeState:
+    """The state to continue an interrupted run from (see sandfleet.agent.resume)."""
+    try:
+        records = await asyncio.to_thread(lambda: list(read_trajectory(path)))
+        # A shutdown cancels the loop, which records a `cancelled` result: that run was
+        # interrupted by us, not finished, so it carries on.
+        last = records[-1] if records else {}
+        if last.get("kind") == "result" and last.get("stop_reason") == "cancelled":
+            records.pop()
+        state = resume_state(records)
+    except FileNotFoundError as exc:
+        raise ResumeImpossibleError("the trajectory of the interrupted run is missing") from exc
+    except (ResumeError, ValueError, OSError) as exc:
+        raise ResumeImpossibleError(f"cannot resume from the trajectory: {exc}") from exc
+    if state is None:
+        raise ResumeImpossibleError("the trajectory already ends with a result")
+    return state

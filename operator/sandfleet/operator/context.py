@@ -1,0 +1,83 @@
+"""The one object every handler receives as kopf's `memo`: settings, clients, shared state.
+
+Built once in __main__ and shared (kopf shallow-copies memos per object; `__copy__` returns
+the same instance), so nothing below the handlers reads the environment or a global.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import datetime as dt
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
+
+from sandfleet.agent.config import AgentConfig
+from sandfleet.agent.model import Model
+from sandfleet.kube import KubeClient
+from sandfleet.operator.metrics import OperatorMetrics
+from sandfleet.operator.pod_index import PodIndex
+from sandfleet.operator.resources import PlatformDefaults
+from sandfleet.operator.settings import OperatorSettings
+from sandfleet.operator.trajectory_store import TrajectoryStore
+
+
+class EventRecorder(Protocol):
+    """Posts a Kubernetes Event about an object (kopf's poster in the operator)."""
+
+    def __call__(self, body: object, *, warning: bool, reason: str, message: str) -> None: ...
+
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@dataclasses.dataclass(eq=False)
+class OperatorContext:
+    settings: OperatorSettings
+    kube: KubeClient
+    pods: PodIndex
+    metrics: OperatorMetrics
+    store: TrajectoryStore
+    defaults: PlatformDefaults
+    events: EventRecorder
+    clock: Callable[[], dt.datetime] = _utc_now
+    claiming: set[tuple[str, str]] = dataclasses.field(default_factory=set)
+    """Pool pods this process is claiming right now: concurrent claims in one operator pick
+    different pods instead of racing for the same one (the API server's resourceVersion
+    check still decides between operators)."""
+    pool_tokens: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+    """Pool runtime tokens by (namespace, pool), read once from the pools' Secrets."""
+    background: list[Callable[[], Coroutine[Any, Any, None]]] = dataclasses.field(
+        default_factory=list
+    )
+    """Long-running jobs started with the operator (pod index feed, sweeps, HTTP)."""
+    _models: dict[tuple[object, ...], Model] = dataclasses.field(default_factory=dict)
+    _tasks: list[asyncio.Task[None]] = dataclasses.field(default_factory=list)
+
+    def start_background(self) -> None:
+        for job in self.background:
+            self._tasks.append(asyncio.create_task(job()))
+
+    async def stop_background(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+
+    def __copy__(self) -> OperatorContext:
+        return self
+
+    def model_for(self, config: AgentConfig) -> Model:
+        """One model client per endpoint, key and sampling settings, shared by sessions (an
+        HTTP client per session would cost a connection pool each)."""
+        key = (config.base_url, config.api_key, config.model, config.temperature)
+        model = self._models.get(key)
+        if model is None:
+            from sandfleet.agent import openai_model  # openai loads on first managed session
+
+            model = self._models[key] = openai_model(config)
+        return model

@@ -1,0 +1,119 @@
+"""kopf wiring only: decorators, start-up settings and the stop protocol, over the core.
+
+Each session and each pool gets one daemon (kopf runs it as an asyncio task per object and
+restarts it for every object when the operator restarts: that is what makes the operator
+level-based). Deletion stops the daemon first, then the finalizer-bearing delete handler
+takes the sandbox back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine
+from typing import Any
+
+import kopf
+import structlog
+
+from sandfleet.operator.api import (
+    FINALIZER,
+    GROUP,
+    POOL_PLURAL,
+    SESSION_PLURAL,
+    VERSION,
+    Phase,
+    ReclaimReason,
+)
+from sandfleet.operator.context import OperatorContext
+from sandfleet.operator.pools import PoolKeeper
+from sandfleet.operator.reclaim import delete_session_children
+from sandfleet.operator.session_worker import SessionWorker
+
+log = structlog.get_logger(__name__)
+
+
+def post_event(body: object, *, warning: bool, reason: str, message: str) -> None:
+    """EventRecorder over kopf's poster (it batches and retries in the background)."""
+    assert isinstance(body, kopf.Body)
+    kopf.event(body, type="Warning" if warning else "Normal", reason=reason, message=message)
+
+
+@kopf.on.startup()
+async def configure(settings: kopf.OperatorSettings, memo: OperatorContext, **_: Any) -> None:
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration"
+    )
+    # Our own events (kopf.event) always go out; kopf's log-derived ones only when they
+    # matter, or every status write would come with an event.
+    settings.posting.level = logging.WARNING
+    # Long watches with a client-side bound (the API server's default can be hours).
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.networking.request_timeout = 60
+    settings.networking.connect_timeout = 10
+    # A session's daemon does its own waiting: kopf must not delay it.
+    settings.queueing.idle_timeout = 30.0
+    memo.start_background()
+    log.info("operator_started", namespaces=memo.settings.namespaces or "all")
+
+
+@kopf.on.cleanup()
+async def shut_down(memo: OperatorContext, **_: Any) -> None:
+    await memo.stop_background()
+    log.info("operator_stopped")
+
+
+async def _until_stopped(work: Coroutine[Any, Any, None], stopped: kopf.DaemonStopped) -> None:
+    """Run `work` until it ends or kopf asks the daemon to stop (deletion, shutdown).
+
+    On shutdown the work is cancelled mid-way on purpose: the next operator process picks
+    the session up from its status (and its trajectory), so nothing is marked failed here.
+    """
+    task = asyncio.ensure_future(work)
+    stop = asyncio.ensure_future(stopped.wait())
+    try:
+        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()
+        if not task.done():
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+@kopf.daemon(GROUP, VERSION, SESSION_PLURAL, id="session", cancellation_timeout=30.0)
+async def session_daemon(
+    body: kopf.Body, stopped: kopf.DaemonStopped, memo: OperatorContext, **_: Any
+) -> None:
+    if body.metadata.get("deletionTimestamp"):
+        return
+    await _until_stopped(SessionWorker(memo, body).run(), stopped)
+
+
+@kopf.on.delete(GROUP, VERSION, SESSION_PLURAL, id="reclaim")
+async def reclaim_deleted_session(
+    name: str, namespace: str | None, status: kopf.Status, memo: OperatorContext, **_: Any
+) -> None:
+    """Runs after the daemon has stopped (its loop cancelled): take the sandbox back now
+    rather than leave it to the garbage collector."""
+    assert namespace is not None  # SandboxSession is namespaced
+    finished = status.get("phase") in {p.value for p in Phase if p.finished}
+    await delete_session_children(
+        memo.kube,
+        memo.metrics,
+        namespace,
+        name,
+        pod=None if finished else status.get("podName"),
+        reason=ReclaimReason.DELETED,
+    )
+
+
+@kopf.daemon(GROUP, VERSION, POOL_PLURAL, id="pool", cancellation_timeout=10.0)
+async def pool_daemon(
+    body: kopf.Body, stopped: kopf.DaemonStopped, memo: OperatorContext, **_: Any
+) -> None:
+    await _until_stopped(PoolKeeper(memo, body).run(), stopped)

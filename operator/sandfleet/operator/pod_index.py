@@ -1,0 +1,178 @@
+"""A live, in-memory view of every sandbox pod the operator manages, fed by one watch.
+
+Session workers and pool keepers read pods from here instead of asking the API server, and
+wait on per-pod and per-pool change signals instead of polling: with thousands of sessions
+that is the difference between one watch and thousands of GETs per second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import Any
+
+import structlog
+
+from sandfleet.kube import KubeClient, WatchExpiredError, resource_path
+from sandfleet.operator.api import MANAGED_BY_VALUE, Component, Label, PodState
+
+log = structlog.get_logger(__name__)
+
+Pod = dict[str, Any]
+_SELECTOR = f"{Label.MANAGED_BY}={MANAGED_BY_VALUE},{Label.COMPONENT}={Component.SANDBOX}"
+
+
+def pod_is_ready(pod: Pod) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def pod_ip(pod: Pod) -> str | None:
+    ip = (pod.get("status") or {}).get("podIP")
+    return str(ip) if ip else None
+
+
+class PodIndex:
+    """Pods by (namespace, name), plus change signals keyed by pod and by pool."""
+
+    def __init__(self) -> None:
+        self._pods: dict[tuple[str, str], Pod] = {}
+        self._signals: dict[tuple[str, str], asyncio.Event] = {}
+        self.synced = asyncio.Event()
+        """Set once the first full list has been applied: before that, a missing pod proves
+        nothing."""
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def get(self, namespace: str, name: str) -> Pod | None:
+        return self._pods.get((namespace, name))
+
+    def pool_pods(self, namespace: str, pool: str) -> list[Pod]:
+        """Pool pods not yet claimed (starting or ready)."""
+        return [
+            pod
+            for (ns, _), pod in self._pods.items()
+            if ns == namespace
+            and _labels(pod).get(Label.POOL) == pool
+            and _labels(pod).get(Label.STATE) == PodState.IDLE
+            and not pod["metadata"].get("deletionTimestamp")
+        ]
+
+    def idle_ready_pods(self, namespace: str, pool: str) -> list[Pod]:
+        return [p for p in self.pool_pods(namespace, pool) if pod_is_ready(p)]
+
+    def all_pods(self) -> Iterable[Pod]:
+        return list(self._pods.values())
+
+    # --- change signals ------------------------------------------------------------------
+    def signal(self, namespace: str, key: str) -> asyncio.Event:
+        """The event set whenever the pod named `key` (or "pool/<name>") changes.
+
+        Waiters clear it, re-check their condition, then wait: a change that lands between
+        the check and the wait is not lost.
+        """
+        return self._signals.setdefault((namespace, key), asyncio.Event())
+
+    def forget_signal(self, namespace: str, key: str) -> None:
+        self._signals.pop((namespace, key), None)
+
+    def _notify(self, pod: Pod) -> None:
+        namespace = pod["metadata"].get("namespace", "")
+        for key in (pod["metadata"]["name"], _pool_key(pod)):
+            if key and (event := self._signals.get((namespace, key))) is not None:
+                event.set()
+
+    # --- feeding -------------------------------------------------------------------------
+    def apply(self, event_type: str, pod: Pod) -> None:
+        key = (pod["metadata"].get("namespace", ""), pod["metadata"]["name"])
+        if event_type == "DELETED":
+            previous = self._pods.pop(key, None)
+            self._notify(previous or pod)
+            if previous is not None and _pool_key(previous) != _pool_key(pod):
+                self._notify(pod)
+            return
+        previous = self._pods.get(key)
+        if previous is not None and _newer_or_same(previous, pod):
+            return
+        self._pods[key] = pod
+        if previous is not None and _pool_key(previous) != _pool_key(pod):
+            self._notify(previous)  # a claim moves the pod out of its pool: wake the pool
+        self._notify(pod)
+
+    def replace_scope(self, namespace: str | None, pods: Iterable[Pod]) -> None:
+        """A fresh list of one namespace (None: all): pods it lacks count as deleted."""
+        fresh = {(p["metadata"].get("namespace", ""), p["metadata"]["name"]): p for p in pods}
+        for key, pod in list(self._pods.items()):
+            if key not in fresh and namespace in (None, key[0]):
+                self.apply("DELETED", pod)
+        for key, pod in fresh.items():
+            self._pods.pop(key, None)  # a relist is authoritative, even if it looks older
+            self.apply("ADDED", pod)
+
+
+def _labels(pod: Pod) -> dict[str, str]:
+    labels: dict[str, str] = pod["metadata"].get("labels") or {}
+    return labels
+
+
+def _pool_key(pod: Pod) -> str | None:
+    labels = _labels(pod)
+    if labels.get(Label.STATE) == PodState.IDLE and labels.get(Label.POOL):
+        return f"pool/{labels[Label.POOL]}"
+    return None
+
+
+def _newer_or_same(current: Pod, incoming: Pod) -> bool:
+    """True when `incoming` is not newer than what we hold (our own PATCH answers arrive
+    before the watch repeats them)."""
+    try:
+        held = int(current["metadata"].get("resourceVersion", "0"))
+        seen = int(incoming["metadata"].get("resourceVersion", "0"))
+    except ValueError:  # resourceVersions are opaque; only etcd-backed servers use integers
+        return False
+    return seen <= held
+
+
+async def feed_pod_index(
+    kube: KubeClient, index: PodIndex, namespaces: list[str], *, retry_delay_s: float = 1.0
+) -> None:
+    """List then watch the managed pods forever (one stream per namespace, or one for the
+    cluster), relisting when the watch expires. Cancel to stop."""
+    scopes: list[str | None] = list(namespaces) or [None]
+    unlisted = set(scopes)
+    async with asyncio.TaskGroup() as group:
+        for scope in scopes:
+            group.create_task(_feed_one(kube, index, scope, unlisted, retry_delay_s))
+
+
+async def _feed_one(
+    kube: KubeClient,
+    index: PodIndex,
+    namespace: str | None,
+    unlisted: set[str | None],
+    retry_delay_s: float,
+) -> None:
+    path = resource_path("v1", "pods", namespace)
+    while True:
+        try:
+            pods, version = await kube.list_with_version(path, label_selector=_SELECTOR)
+            index.replace_scope(namespace, pods)
+            unlisted.discard(namespace)
+            if not unlisted:
+                index.synced.set()
+            log.info("pod_index_listed", namespace=namespace, pods=len(pods))
+            while True:
+                async for event in kube.watch(
+                    path, resource_version=version, label_selector=_SELECTOR, timeout_s=300
+                ):
+                    version = event.object["metadata"].get("resourceVersion", version)
+                    if event.type != "BOOKMARK":
+                        index.apply(event.type, event.object)
+        except WatchExpiredError:
+            log.info("pod_watch_expired", namespace=namespace)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the feed must outlive API server hiccups
+            log.warning("pod_watch_failed", namespace=namespace, error=str(exc))
+            await asyncio.sleep(retry_delay_s)

@@ -1,0 +1,162 @@
+"""Waiting for a sandbox pod to reach a state, on the pod index's change signals.
+
+The classification of a pod's state (pure functions at the top) is what the session's
+conditions report: unschedulable, image problems, a crashed runtime, a vanished pod.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Callable
+
+from sandfleet.operator.api import Reason
+from sandfleet.operator.pod_index import Pod, PodIndex, pod_ip, pod_is_ready
+
+_IMAGE_PROBLEMS = {
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "ErrImageNeverPull",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+}
+UNSEEN_GRACE_S = 30.0
+"""A pod we just created may take this long to show up in the watch before it counts as
+lost."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodProblem:
+    reason: Reason
+    message: str
+    final: bool
+    """False for states that may still clear up (unschedulable now, a node may come)."""
+
+
+class SandboxLostError(Exception):
+    """The session's pod is gone or its runtime died."""
+
+
+def pod_problem(pod: Pod) -> PodProblem | None:
+    status = pod.get("status") or {}
+    name = pod["metadata"]["name"]
+    if pod["metadata"].get("deletionTimestamp"):
+        return PodProblem(Reason.SANDBOX_LOST, f"pod {name} is being deleted", final=True)
+    if status.get("phase") in {"Failed", "Succeeded"}:
+        detail = status.get("reason") or status.get("message") or "its runtime exited"
+        return PodProblem(Reason.SANDBOX_LOST, f"pod {name} ended: {detail}", final=True)
+    for container in status.get("containerStatuses") or []:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in _IMAGE_PROBLEMS:
+            message = f"pod {name}: {waiting['reason']}: {waiting.get('message', '')}".strip()
+            return PodProblem(Reason.IMAGE_PULL_FAILED, message, final=True)
+        if (container.get("state") or {}).get("terminated"):
+            return PodProblem(Reason.CONTAINER_CRASHED, f"pod {name}: runtime exited", True)
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            message = condition.get("message") or "no node fits the pod"
+            return PodProblem(Reason.POD_UNSCHEDULABLE, message, final=False)
+    return None
+
+
+def is_scheduled(pod: Pod) -> bool:
+    return bool((pod.get("spec") or {}).get("nodeName"))
+
+
+def is_running(pod: Pod) -> bool:
+    return (pod.get("status") or {}).get("phase") == "Running" and pod_ip(pod) is not None
+
+
+class PodWaiter:
+    """Waits on one pod of one namespace."""
+
+    def __init__(self, index: PodIndex, namespace: str, name: str, *, known: bool) -> None:
+        self._index = index
+        self._namespace = namespace
+        self.name = name
+        self._created_at = time.monotonic()
+        self._seen = known
+        """True once the pod was in the index (or was known to exist before we started)."""
+
+    def current(self) -> Pod | None:
+        pod = self._index.get(self._namespace, self.name)
+        if pod is not None:
+            self._seen = True
+        return pod
+
+    async def until(
+        self,
+        accept: Callable[[Pod], bool],
+        *,
+        timeout_s: float,
+        on_problem: Callable[[PodProblem], None] | None = None,
+    ) -> Pod:
+        """The pod once `accept(pod)`; raises SandboxLostError when it vanishes or fails for
+        good, TimeoutError after `timeout_s`."""
+        signal = self._index.signal(self._namespace, self.name)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            signal.clear()
+            pod = self.current()
+            if pod is None:
+                if self._gone():
+                    raise SandboxLostError(f"pod {self.name} no longer exists")
+            else:
+                problem = pod_problem(pod)
+                if problem is not None and problem.final:
+                    if problem.reason == Reason.SANDBOX_LOST:
+                        raise SandboxLostError(problem.message)
+                    raise PodFailedError(problem)
+                if problem is not None and on_problem is not None:
+                    on_problem(problem)
+                if problem is None and accept(pod):
+                    return pod
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"pod {self.name} not ready after {timeout_s:.0f}s")
+            wait = remaining if pod is not None or self._seen else min(remaining, 1.0)
+            try:
+                await asyncio.wait_for(signal.wait(), wait)
+            except TimeoutError:
+                continue
+
+    async def until_lost(self) -> str:
+        """Returns (with the reason) once the pod is gone or has failed for good."""
+        signal = self._index.signal(self._namespace, self.name)
+        while True:
+            signal.clear()
+            pod = self.current()
+            if pod is None and self._gone():
+                return f"pod {self.name} was deleted"
+            if pod is not None and (problem := pod_problem(pod)) is not None and problem.final:
+                return problem.message
+            try:
+                await asyncio.wait_for(signal.wait(), 5.0)
+            except TimeoutError:
+                continue
+
+    def _gone(self) -> bool:
+        if not self._index.synced.is_set():
+            return False
+        return self._seen or time.monotonic() - self._created_at > UNSEEN_GRACE_S
+
+    def close(self) -> None:
+        self._index.forget_signal(self._namespace, self.name)
+
+
+class PodFailedError(Exception):
+    def __init__(self, problem: PodProblem) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
+
+
+def ready_for_binding(pod: Pod) -> bool:
+    """The runtime can be dialled: the pod runs and has an address (readiness not needed:
+    the bind waits for the runtime itself, which is faster than the kubelet's probe)."""
+    return is_running(pod)
+
+
+def ready_as_is(pod: Pod) -> bool:
+    return is_running(pod) and pod_is_ready(pod)

@@ -1,0 +1,208 @@
+"""A session's hold on one started, bound sandbox: claim or create it, wait, bind, report.
+
+`lease_sandbox` is where the Scheduled, RuntimeReady and Ready conditions come from. It
+also picks up a sandbox a previous operator process already set up (status.podName).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+from collections.abc import Callable, Sequence
+
+import structlog
+
+from sandfleet.client import RuntimeClient
+from sandfleet.errors import SandboxLostError as RuntimeLostError
+from sandfleet.operator.api import TOKEN_SECRET_KEY, ConditionType, Phase, Reason
+from sandfleet.operator.binding import bind_runtime, runtime_address
+from sandfleet.operator.context import OperatorContext
+from sandfleet.operator.models import EnvVar
+from sandfleet.operator.naming import pool_token_secret_name
+from sandfleet.operator.plans import SessionPlan
+from sandfleet.operator.pod_index import Pod, pod_ip
+from sandfleet.operator.pod_watch import (
+    PodProblem,
+    PodWaiter,
+    is_scheduled,
+    ready_as_is,
+    ready_for_binding,
+)
+from sandfleet.operator.provisioning import (
+    claim_warm_sandbox,
+    create_cold_sandbox,
+    ensure_network_policy,
+    ensure_session_token,
+    read_secret_value,
+)
+from sandfleet.operator.resources import ObjectRef
+from sandfleet.operator.session_status import SessionStatus
+
+log = structlog.get_logger(__name__)
+
+EventSink = Callable[[bool, str, str], None]
+
+
+@dataclasses.dataclass(eq=False)
+class SandboxLease:
+    pod_name: str
+    address: str
+    token: str
+    waiter: PodWaiter
+    _client: RuntimeClient | None = None
+
+    async def until_idle(self, limit_s: int, check_interval_s: float) -> None:
+        """Returns once the runtime reports no tool call for `limit_s` seconds."""
+        if self._client is None:
+            self._client = RuntimeClient(self.address, self.token, rpc_timeout_s=10)
+        while True:
+            try:
+                idle_s = (await self._client.stats()).idle_s
+            except RuntimeLostError as exc:
+                # The pod watch decides whether the sandbox is gone; a missed probe is not.
+                log.info("idle_probe_failed", pod=self.pod_name, error=str(exc))
+                idle_s = 0.0
+            if idle_s >= limit_s:
+                return
+            await asyncio.sleep(min(check_interval_s, max(limit_s - idle_s, 0.5)))
+
+    def close(self) -> None:
+        self.waiter.close()
+        if self._client is not None:
+            client, self._client = self._client, None
+            asyncio.ensure_future(client.close())  # noqa: RUF006 - fire and forget close
+
+
+async def _pool_token(ctx: OperatorContext, namespace: str, pool: str) -> str:
+    key = (namespace, pool)
+    token = ctx.pool_tokens.get(key)
+    if token is None:
+        name = pool_token_secret_name(pool)
+        token = await read_secret_value(ctx.kube, namespace, name, TOKEN_SECRET_KEY)
+        ctx.pool_tokens[key] = token
+    return token
+
+
+async def lease_sandbox(
+    ctx: OperatorContext,
+    session: ObjectRef,
+    status: SessionStatus,
+    plan: SessionPlan,
+    *,
+    env: Sequence[EnvVar],
+    files: Sequence[tuple[str, bytes, int]],
+    event: EventSink,
+    created: dt.datetime | None,
+    ready_phase: Phase,
+) -> SandboxLease:
+    """A running sandbox bound to `session`, which is then in `ready_phase` (Ready for a raw
+    session, Running for a managed one). Raises PodFailedError, BindError, TimeoutError
+    (the pod never started) or pod_watch.SandboxLostError."""
+    await ctx.pods.synced.wait()
+    fresh_claim = False
+    pod_name = status.get("podName")
+    pool = status.get("poolName")
+    if pod_name:  # set up (at least partly) by an earlier worker
+        secret = status.get("tokenSecretName")
+        token = await read_secret_value(ctx.kube, session.namespace, secret, TOKEN_SECRET_KEY)
+        waiter = PodWaiter(ctx.pods, session.namespace, pod_name, known=True)
+        if status.phase in {Phase.READY, Phase.RUNNING}:
+            pod = await waiter.until(ready_for_binding, timeout_s=30)
+            return SandboxLease(pod_name, runtime_address(_ip(pod)), token, waiter)
+        claimed = bool(pool)
+    else:
+        (token, secret), _ = await asyncio.gather(
+            ensure_session_token(ctx, session),
+            ensure_network_policy(ctx, session, plan.egress),
+        )
+        claimed_pod = None
+        if plan.pool is not None:
+            claimed_pod = await claim_warm_sandbox(ctx, session, plan.pool)
+        if claimed_pod is not None:
+            pod_name, pool = claimed_pod["metadata"]["name"], plan.pool
+            reason, message = Reason.WARM_SANDBOX_CLAIMED, f"claimed {pod_name} from {pool}"
+        else:
+            pod_name = await create_cold_sandbox(ctx, session, plan.pod, secret)
+            pool = None
+            reason, message = Reason.POD_CREATED, f"created pod {pod_name}"
+        claimed = fresh_claim = claimed_pod is not None
+        status.set(podName=pod_name, poolName=pool, tokenSecretName=secret)
+        status.set_phase(Phase.STARTING)
+        status.condition(ConditionType.SCHEDULED, claimed, reason, message)
+        await status.flush()
+        waiter = PodWaiter(ctx.pods, session.namespace, pod_name, known=claimed)
+
+    needs_bind = claimed or bool(env) or bool(files)
+    reported: set[Reason] = set()
+
+    def on_problem(problem: PodProblem) -> None:
+        if problem.reason not in reported:
+            reported.add(problem.reason)
+            status.condition(ConditionType.SCHEDULED, False, problem.reason, problem.message)
+            event(True, problem.reason, problem.message)
+
+    pod = await waiter.until(
+        ready_for_binding if needs_bind else ready_as_is,
+        timeout_s=ctx.settings.pod_start_timeout_seconds,
+        on_problem=on_problem,
+    )
+    address = runtime_address(_ip(pod))
+    if needs_bind:
+        candidates = [token]
+        if pool:
+            # After a fresh claim the runtime holds the pool's token; a worker picking up an
+            # earlier one cannot know whether that bind went through, so it tries both.
+            pool_token = await _pool_token(ctx, session.namespace, pool)
+            candidates = [pool_token, token] if fresh_claim else [token, pool_token]
+        await bind_runtime(
+            address,
+            candidates,
+            token,
+            session=f"{session.namespace}/{session.name}",
+            env=env,
+            files=files,
+            timeout_s=ctx.settings.runtime_bind_timeout_seconds,
+        )
+    _report_ready(
+        ctx, status, pod, created=created, claimed=claimed, bound=needs_bind, phase=ready_phase
+    )
+    await status.flush()
+    event(False, Reason.RUNTIME_BOUND if needs_bind else Reason.RUNTIME_SERVING, address)
+    return SandboxLease(pod_name, address, token, waiter)
+
+
+def _report_ready(
+    ctx: OperatorContext,
+    status: SessionStatus,
+    pod: Pod,
+    *,
+    created: dt.datetime | None,
+    claimed: bool,
+    bound: bool,
+    phase: Phase,
+) -> None:
+    now = status.now()
+    if is_scheduled(pod):
+        reason = Reason.WARM_SANDBOX_CLAIMED if claimed else Reason.POD_SCHEDULED
+        status.condition(
+            ConditionType.SCHEDULED, True, reason, f"on node {pod['spec']['nodeName']}"
+        )
+    runtime_reason = Reason.RUNTIME_BOUND if bound else Reason.RUNTIME_SERVING
+    status.condition(ConditionType.RUNTIME_READY, True, runtime_reason, "")
+    status.condition(ConditionType.READY, True, runtime_reason, "")
+    status.set(
+        podIP=pod_ip(pod),
+        nodeName=(pod.get("spec") or {}).get("nodeName"),
+        readyTime=status.timestamp(),
+    )
+    status.set_phase(phase)
+    if created is not None:
+        seconds = (now - created).total_seconds()
+        ctx.metrics.session_ready(warm=claimed, seconds=max(seconds, 0.0))
+
+
+def _ip(pod: Pod) -> str:
+    ip = pod_ip(pod)
+    assert ip is not None  # ready_for_binding / ready_as_is require an address
+    return ip

@@ -1,0 +1,308 @@
+"""One session's life, from spec to reclaim: the level-based core behind the kopf daemon.
+
+The worker derives everything from the session's spec and status plus the live pod index,
+so it can start at any point: a fresh session, or one a previous operator process left
+half-way (its sandbox claimed, its loop running). It is the session's only status writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any, NoReturn
+
+import structlog
+
+from sandfleet.agent.results import AgentResult, StopReason
+from sandfleet.operator.agent_driver import (
+    ResumeImpossibleError,
+    drive_agent,
+    set_aside_trajectory,
+)
+from sandfleet.operator.api import (
+    API_VERSION,
+    SESSION_KIND,
+    ConditionType,
+    Phase,
+    Reason,
+    ReclaimReason,
+)
+from sandfleet.operator.binding import BindError, resolve_files
+from sandfleet.operator.context import OperatorContext
+from sandfleet.operator.models import SandboxSessionSpec
+from sandfleet.operator.plans import PlanError, SessionPlan, parse_session_spec, plan_session
+from sandfleet.operator.pod_watch import PodFailedError, SandboxLostError
+from sandfleet.operator.reclaim import delete_session, delete_session_children
+from sandfleet.operator.resources import ObjectRef
+from sandfleet.operator.sandbox_lease import SandboxLease, lease_sandbox
+from sandfleet.operator.session_status import SessionStatus
+
+log = structlog.get_logger(__name__)
+
+_STOP_REASONS = {
+    StopReason.SUBMITTED: (Phase.SUCCEEDED, Reason.SUBMITTED),
+    StopReason.MAX_TURNS: (Phase.FAILED, Reason.MAX_TURNS_REACHED),
+    StopReason.MODEL_ERROR: (Phase.FAILED, Reason.MODEL_ERROR),
+    StopReason.CONTEXT_EXCEEDED: (Phase.FAILED, Reason.CONTEXT_EXCEEDED),
+    StopReason.SANDBOX_LOST: (Phase.FAILED, Reason.SANDBOX_LOST),
+    StopReason.CANCELLED: (Phase.FAILED, Reason.CANCELLED),
+}
+
+
+def outcome_of(result: AgentResult) -> tuple[Phase, Reason]:
+    """Phase and Completed reason of a finished run: only a submitted answer succeeds."""
+    return _STOP_REASONS[result.stop_reason]
+
+
+class _Finished(Exception):
+    """Internal: the session reached a final phase (already written)."""
+
+
+class SessionWorker:
+    def __init__(self, ctx: OperatorContext, body: Mapping[str, Any]) -> None:
+        meta = body["metadata"]
+        self._ctx = ctx
+        self._body = body
+        self.ref = ObjectRef(
+            namespace=meta["namespace"],
+            name=meta["name"],
+            uid=meta["uid"],
+            kind=SESSION_KIND,
+            api_version=API_VERSION,
+        )
+        self.status = SessionStatus(
+            ctx.kube,
+            self.ref.namespace,
+            self.ref.name,
+            generation=int(meta.get("generation", 1)),
+            current=dict(body.get("status") or {}),
+            metrics=ctx.metrics,
+            clock=ctx.clock,
+        )
+        self._log = log.bind(session=f"{self.ref.namespace}/{self.ref.name}")
+        created = meta.get("creationTimestamp")
+        self._created = dt.datetime.fromisoformat(created) if created else None
+
+    # --- entry ---------------------------------------------------------------------------
+    async def run(self) -> None:
+        try:
+            await self._run()
+        finally:
+            self.status.forget()
+
+    async def _run(self) -> None:
+        spec: SandboxSessionSpec | None = None
+        plan: SessionPlan | None = None
+        if self.status.phase is None or not self.status.phase.finished:
+            try:
+                spec = parse_session_spec(dict(self._body.get("spec") or {}))
+                plan = await plan_session(self._ctx.kube, self.ref.namespace, spec)
+                await self._serve(spec, plan)
+            except PlanError as exc:
+                await self._finish(Phase.FAILED, exc.reason, str(exc))
+            except _Finished:
+                pass
+        await self._after_finish(plan)
+
+    async def _serve(self, spec: SandboxSessionSpec, plan: SessionPlan) -> None:
+        if self.status.phase is None:
+            self.status.set_phase(Phase.PENDING)
+            self.status.set(startTime=self.status.timestamp())
+            await self.status.flush()
+        deadline = self._deadline(plan)
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self._attempts(spec, plan)
+        except TimeoutError:
+            if deadline is None or asyncio.get_running_loop().time() < deadline:
+                raise
+            message = f"activeDeadlineSeconds ({plan.lifecycle.active_deadline_seconds}) passed"
+            await self._finish(
+                Phase.EXPIRED, Reason.DEADLINE_EXCEEDED, message, ReclaimReason.DEADLINE
+            )
+
+    def _deadline(self, plan: SessionPlan) -> float | None:
+        """The activeDeadlineSeconds deadline in event-loop time (None: no deadline)."""
+        seconds = plan.lifecycle.active_deadline_seconds
+        if seconds is None:
+            return None
+        started = dt.datetime.fromisoformat(str(self.status.get("startTime")))
+        left = (started - self.status.now()).total_seconds() + seconds
+        return asyncio.get_running_loop().time() + left
+
+    # --- the sandbox, as many times as the spec allows -----------------------------------
+    async def _attempts(self, spec: SandboxSessionSpec, plan: SessionPlan) -> None:
+        while True:
+            try:
+                await self._one_sandbox(spec, plan)
+                return
+            except SandboxLostError as exc:
+                restarts = int(self.status.get("restarts") or 0)
+                if spec.agent is None or restarts >= plan.lifecycle.sandbox_lost_retries:
+                    await self._finish(
+                        Phase.FAILED, Reason.SANDBOX_LOST, str(exc), ReclaimReason.LOST
+                    )
+                self._log.warning("sandbox_lost_retrying", error=str(exc), restart=restarts + 1)
+                await self._reclaim(ReclaimReason.LOST)
+                set_aside_trajectory(self._ctx, self.ref, restarts + 1)
+                self.status.set(restarts=restarts + 1, podName=None, podIP=None, poolName=None)
+                self.status.set_phase(Phase.PENDING)
+                self.status.condition(ConditionType.READY, False, Reason.SANDBOX_LOST, str(exc))
+                await self.status.flush()
+
+    async def _one_sandbox(self, spec: SandboxSessionSpec, plan: SessionPlan) -> None:
+        resuming = self.status.phase == Phase.RUNNING
+        files = await resolve_files(self._ctx.kube, self.ref.namespace, _workdir(plan), spec.files)
+        try:
+            lease = await lease_sandbox(
+                self._ctx,
+                self.ref,
+                self.status,
+                plan,
+                env=spec.env,
+                files=files,
+                event=self._event,
+                created=self._created,
+                ready_phase=Phase.READY if spec.agent is None else Phase.RUNNING,
+            )
+        except PodFailedError as exc:
+            await self._finish(Phase.FAILED, exc.problem.reason, str(exc), ReclaimReason.LOST)
+        except BindError as exc:
+            await self._finish(Phase.FAILED, Reason.BIND_FAILED, str(exc), ReclaimReason.LOST)
+        except TimeoutError as exc:
+            await self._finish(Phase.FAILED, Reason.POD_PENDING, str(exc), ReclaimReason.LOST)
+        try:
+            if spec.agent is None:
+                await self._serve_raw(lease, plan)
+            else:
+                await self._serve_agent(spec, lease, plan, resuming=resuming)
+        finally:
+            lease.close()
+
+    async def _serve_raw(self, lease: SandboxLease, plan: SessionPlan) -> None:
+        idle_limit = plan.lifecycle.idle_timeout_seconds
+        lost = asyncio.ensure_future(lease.waiter.until_lost())
+        idle = asyncio.ensure_future(
+            lease.until_idle(idle_limit, self._ctx.settings.idle_check_interval_seconds)
+            if idle_limit
+            else asyncio.Event().wait()
+        )
+        try:
+            done, _ = await asyncio.wait({lost, idle}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (lost, idle):
+                task.cancel()
+        if lost in done:
+            raise SandboxLostError(lost.result())
+        message = f"no tool call for {idle_limit}s (idleTimeoutSeconds)"
+        await self._finish(Phase.EXPIRED, Reason.IDLE_TIMEOUT, message, ReclaimReason.IDLE)
+
+    async def _serve_agent(
+        self, spec: SandboxSessionSpec, lease: SandboxLease, plan: SessionPlan, *, resuming: bool
+    ) -> None:
+        assert spec.agent is not None
+        agent = asyncio.ensure_future(
+            drive_agent(
+                self._ctx,
+                self.ref,
+                spec.agent,
+                workdir=_workdir(plan),
+                address=lease.address,
+                token=lease.token,
+                status=self.status,
+                resuming=resuming,
+            )
+        )
+        lost = asyncio.ensure_future(lease.waiter.until_lost())
+        try:
+            done, _ = await asyncio.wait({agent, lost}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            lost.cancel()
+            if not agent.done():
+                agent.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await agent
+        if agent not in done:
+            raise SandboxLostError(lost.result())
+        try:
+            result = agent.result()
+        except ResumeImpossibleError as exc:
+            await self._finish(
+                Phase.FAILED, Reason.OPERATOR_RESTARTED, str(exc), ReclaimReason.COMPLETED
+            )
+        if result.stop_reason == StopReason.SANDBOX_LOST:
+            raise SandboxLostError(result.error or "the runtime became unreachable")
+        phase, reason = outcome_of(result)
+        self.status.agent_progress(
+            turns=result.turns,
+            prompt_tokens=result.prompt_tokens,
+            completion_tokens=result.completion_tokens,
+            stop_reason=result.stop_reason.value,
+            result=result.answer,
+            error=result.error,
+        )
+        message = result.error or f"{result.stop_reason.value} after {result.turns} turns"
+        await self._finish(phase, reason, message, ReclaimReason.COMPLETED)
+
+    # --- endings ---------------------------------------------------------------------------
+    async def _finish(
+        self,
+        phase: Phase,
+        reason: Reason,
+        message: str,
+        reclaim: ReclaimReason | None = ReclaimReason.COMPLETED,
+    ) -> NoReturn:
+        """Write the final phase, reclaim the sandbox, and leave the worker (raises)."""
+        self.status.set_phase(phase)
+        self.status.condition(ConditionType.COMPLETED, True, reason, message)
+        self.status.condition(ConditionType.READY, False, reason, message)
+        self.status.set(completionTime=self.status.timestamp())
+        if reclaim is not None:
+            self.status.set(reclaimReason=reclaim.value)
+        await self.status.flush()
+        self._event(phase != Phase.SUCCEEDED, reason, message)
+        self._log.info("session_finished", phase=phase, reason=reason, message=message)
+        if reclaim is not None:
+            await self._reclaim(reclaim)
+        raise _Finished
+
+    async def _reclaim(self, reason: ReclaimReason) -> None:
+        await delete_session_children(
+            self._ctx.kube,
+            self._ctx.metrics,
+            self.ref.namespace,
+            self.ref.name,
+            pod=self.status.get("podName"),
+            reason=reason,
+        )
+
+    async def _after_finish(self, plan: SessionPlan | None) -> None:
+        """A finished session: make sure nothing is left running, then wait for its TTL."""
+        pod = self.status.get("podName")
+        if pod and self._ctx.pods.get(self.ref.namespace, pod) is not None:
+            await self._reclaim(ReclaimReason.COMPLETED)
+        ttl = (
+            plan.lifecycle.ttl_seconds_after_finished if plan is not None else _raw_ttl(self._body)
+        )
+        if ttl is None:
+            return
+        finished = dt.datetime.fromisoformat(str(self.status.get("completionTime")))
+        await asyncio.sleep(max(0.0, (finished - self.status.now()).total_seconds() + ttl))
+        self._log.info("session_ttl_expired", ttl_s=ttl)
+        await delete_session(self._ctx.kube, self.ref.namespace, self.ref.name, self.ref.uid)
+        self._ctx.metrics.reclaimed(ReclaimReason.TTL)
+
+    def _event(self, warning: bool, reason: str, message: str) -> None:
+        self._ctx.events(self._body, warning=warning, reason=reason, message=message)
+
+
+def _workdir(plan: SessionPlan) -> str:
+    return plan.pod.workdir if plan.pod is not None else "/testbed"
+
+
+def _raw_ttl(body: Mapping[str, Any]) -> int | None:
+    """The TTL of a session whose spec could not be planned (read straight from the body)."""
+    value = ((body.get("spec") or {}).get("lifecycle") or {}).get("ttlSecondsAfterFinished")
+    return int(value) if isinstance(value, int) else None

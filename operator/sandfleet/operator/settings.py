@@ -1,0 +1,64 @@
+"""Platform policy for one operator process: read once from SANDFLEET_OPERATOR_* at start-up.
+
+Per-session behaviour lives in the SandboxSession spec; these are the platform's caps,
+defaults and wiring (namespaces, ports, the trajectory store, client rate limits).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class OperatorSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="SANDFLEET_OPERATOR_", frozen=True, extra="forbid", env_nested_delimiter="__"
+    )
+
+    namespaces: list[str] = []
+    """Namespaces to serve; empty serves the whole cluster (needs the ClusterRole)."""
+    kubeconfig: Path | None = None
+    """None: $KUBECONFIG, ~/.kube/config, then the in-cluster service account."""
+
+    default_image: str = "ghcr.io/sandfleet/sandbox:latest"
+    """Sandbox image for sessions and pools that name none."""
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    default_cpu_request: str = "10m"
+    default_memory_request: str = "64Mi"
+    default_memory_limit: str = "512Mi"
+    dns_policy: Literal["ClusterFirst", "Default", "None"] = "ClusterFirst"
+    operator_namespace: str = "sandfleet-system"
+    """Where the operator's pods run: sandbox NetworkPolicies admit ingress from there only."""
+    operator_pod_labels: dict[str, str] = {"app.kubernetes.io/name": "sandfleet-operator"}
+
+    http_host: str = "0.0.0.0"
+    http_port: int = 8080
+    """/metrics and /trajectories; 0 picks a free port (tests)."""
+    liveness_port: int = 8081
+    """kopf's /healthz; 0 disables it."""
+
+    trajectory_dir: Path = Path("/var/lib/sandfleet/trajectories")
+    trajectory_retention_seconds: int = Field(default=7 * 24 * 3600, ge=60)
+
+    kube_qps: float = Field(default=200.0, gt=0)
+    """Sustained Kubernetes API requests per second (a token bucket)."""
+    kube_burst: int = Field(default=400, ge=1)
+
+    status_interval_seconds: float = Field(default=5.0, ge=0)
+    """A running agent's status (turns, tokens) is written at most this often; phase
+    changes are written at once."""
+    runtime_bind_timeout_seconds: float = Field(default=60.0, gt=0)
+    """How long a started pod's runtime may take to accept the session's binding."""
+    pod_start_timeout_seconds: float = Field(default=600.0, gt=0)
+    """A pod still not running after this long fails the session (PodUnschedulable/...)."""
+    idle_check_interval_seconds: float = Field(default=15.0, gt=0)
+    orphan_sweep_interval_seconds: float = Field(default=60.0, gt=0)
+    pool_claim_attempts: int = Field(default=8, ge=1)
+    """Idle pods tried per claim before the session falls back to a cold start."""
+
+    peering: str | None = None
+    """kopf peering name (a standby replica takes over when the active one dies); None runs
+    standalone, which is right for one replica."""

@@ -1,0 +1,104 @@
+"""The orphan sweep: whatever the operator made whose owner is gone (or finished) goes.
+
+Owner references let the garbage collector do this eventually; the sweep makes it certain
+and prompt after an operator restart, and covers sessions that finished while no operator
+was running. It runs at start-up and then periodically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import structlog
+
+from sandfleet.kube import KubeClient, resource_path
+from sandfleet.operator.api import (
+    API_VERSION,
+    MANAGED_BY_VALUE,
+    POOL_PLURAL,
+    SESSION_PLURAL,
+    Label,
+    Phase,
+    ReclaimReason,
+)
+from sandfleet.operator.metrics import OperatorMetrics
+
+log = structlog.get_logger(__name__)
+
+_KINDS = (("v1", "pods"), ("v1", "secrets"), ("networking.k8s.io/v1", "networkpolicies"))
+_SELECTOR = f"{Label.MANAGED_BY}={MANAGED_BY_VALUE}"
+_FINISHED = {Phase.SUCCEEDED.value, Phase.FAILED.value, Phase.EXPIRED.value}
+
+
+def orphans(
+    objects: list[dict[str, Any]], live_owners: set[str], finished_sessions: set[str]
+) -> list[dict[str, Any]]:
+    """The objects to delete: no owner, an owner that is gone, or (pods only) a session
+    that has finished. Pure; `objects` must have been listed BEFORE the owners, so that
+    an owner created after the owner list cannot be mistaken for a missing one."""
+    doomed = []
+    for obj in objects:
+        owners = [o.get("uid") for o in obj["metadata"].get("ownerReferences") or []]
+        if (
+            not owners
+            or not any(uid in live_owners for uid in owners)
+            or (obj.get("kind") == "Pod" and any(uid in finished_sessions for uid in owners))
+        ):
+            doomed.append(obj)
+    return doomed
+
+
+async def _list(kube: KubeClient, api: str, plural: str, ns: str | None, **kw: Any) -> list[Any]:
+    items: list[dict[str, Any]] = await kube.list(resource_path(api, plural, ns), **kw)
+    kind = {"pods": "Pod", "secrets": "Secret", "networkpolicies": "NetworkPolicy"}.get(plural)
+    for item in items:
+        item.setdefault("kind", kind)
+    return items
+
+
+async def sweep_once(kube: KubeClient, metrics: OperatorMetrics, namespaces: list[str]) -> int:
+    scopes: list[str | None] = list(namespaces) or [None]
+    objects: list[dict[str, Any]] = []
+    for scope in scopes:
+        for api, plural in _KINDS:
+            objects += await _list(kube, api, plural, scope, label_selector=_SELECTOR)
+    live: set[str] = set()
+    finished: set[str] = set()
+    for scope in scopes:
+        for session in await _list(kube, API_VERSION, SESSION_PLURAL, scope):
+            live.add(session["metadata"]["uid"])
+            if (session.get("status") or {}).get("phase") in _FINISHED:
+                finished.add(session["metadata"]["uid"])
+        for pool in await _list(kube, API_VERSION, POOL_PLURAL, scope):
+            live.add(pool["metadata"]["uid"])
+    doomed = orphans(objects, live, finished)
+    for obj in doomed:
+        meta = obj["metadata"]
+        api, plural = next((a, p) for a, p in _KINDS if _kind_of(p) == obj["kind"])
+        await kube.delete(
+            resource_path(api, plural, meta["namespace"], meta["name"]),
+            grace_period_s=0 if plural == "pods" else None,
+        )
+        if plural == "pods":
+            metrics.reclaimed(ReclaimReason.ORPHAN)
+        log.info("orphan_deleted", kind=obj["kind"], namespace=meta["namespace"], name=meta["name"])
+    return len(doomed)
+
+
+def _kind_of(plural: str) -> str:
+    return {"pods": "Pod", "secrets": "Secret", "networkpolicies": "NetworkPolicy"}[plural]
+
+
+async def sweep_forever(
+    kube: KubeClient, metrics: OperatorMetrics, namespaces: list[str], interval_s: float
+) -> None:
+    while True:
+        try:
+            count = await sweep_once(kube, metrics, namespaces)
+            log.info("orphan_sweep_finished", deleted=count)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the next sweep may well succeed
+            log.warning("orphan_sweep_failed", error=str(exc))
+        await asyncio.sleep(interval_s)
