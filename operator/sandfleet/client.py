@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import grpc
@@ -60,6 +61,7 @@ _CHUNK = 256 * 1024
 _MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 # Extra seconds on a command's gRPC deadline beyond its own timeout (kill + drain + transit).
 _DEADLINE_MARGIN_S = 30.0
+_NO_ENV: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -101,6 +103,8 @@ class SandboxStats:
     idle_s: float
     bash_sessions: int
     running_commands: int
+    session: str = ""
+    """The session the sandbox is bound to (bind_session); empty before any binding."""
 
 
 def _command_result(resp: bash_pb.RunCommandResponse) -> CommandResult:
@@ -353,7 +357,27 @@ class RuntimeClient:
             idle_s=resp.idle_seconds,
             bash_sessions=resp.bash_sessions,
             running_commands=resp.running_commands,
+            session=resp.session,
         )
+
+    async def bind_session(
+        self, token: str, env: Mapping[str, str] = _NO_ENV, session: str = ""
+    ) -> None:
+        """Hand the (warm) sandbox to a session: `token` replaces the current one on the
+        server and in this client, `env` reaches every bash session started afterwards,
+        open bash sessions are closed and the idle clock restarts.
+
+        `session` ("namespace/name") is for the runtime's logs and stats. A short token or
+        an invalid variable name raises ToolError and changes nothing. When the call fails
+        otherwise (SandboxLostError), the server may or may not have switched tokens.
+        """
+        request = system_pb.BindSessionRequest(token=token, env=env, session=session)
+        await self._rpc(
+            lambda: self._system.BindSession(
+                request, metadata=self._metadata, timeout=self._rpc_timeout_s
+            )
+        )
+        self.rotate_token(token)
 
 
 def _publish(partial: Path, local: Path, mode: int) -> None:

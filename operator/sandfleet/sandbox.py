@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path, PurePosixPath
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from sandfleet.client import CommandResult, FileEntry, RuntimeClient, SandboxStats, UploadResult
 from sandfleet.errors import ToolError
@@ -21,7 +21,11 @@ from sandfleet.observations import (
 )
 
 if TYPE_CHECKING:
+    from sandfleet.cluster.sandbox import ClusterSandbox
+    from sandfleet.kube import KubeClient
     from sandfleet.local import LocalSandboxConfig
+    from sandfleet.operator.api import EgressMode
+    from sandfleet.operator.models import LifecycleSpec, PodTemplate
 
 SANDBOX_TOOLS = ("execute_bash", "str_replace_editor")
 
@@ -98,7 +102,61 @@ class Sandbox:
         finally:
             await sandbox.close()
 
-    async def __aenter__(self) -> Sandbox:
+    @classmethod
+    async def on_cluster(
+        cls,
+        namespace: str | None = None,
+        *,
+        name: str | None = None,
+        generate_name: str = "sbx-",
+        template: str | None = None,
+        pool: str | None = None,
+        pod: PodTemplate | None = None,
+        env: Mapping[str, str] | None = None,
+        files: Mapping[str, str] | None = None,
+        lifecycle: LifecycleSpec | None = None,
+        egress: EgressMode | str | None = None,
+        kubeconfig: Path | str | None = None,
+        context: str | None = None,
+        kube: KubeClient | None = None,
+        ready_timeout_s: float = 120.0,
+        address: str | None = None,
+        paths: SandboxPaths | None = None,
+        tool_timeout_s: float = 0,
+        max_output_chars: int = 0,
+    ) -> ClusterSandbox:
+        """A sandbox on Kubernetes: a raw SandboxSession (no agent), Ready and connected.
+
+        `sandbox = await Sandbox.on_cluster("ns", pool="py312")`, then `call_tool` as
+        anywhere; `await sandbox.close()` (or `async with sandbox:`) deletes the session,
+        and the operator reclaims its pod.
+
+        namespace: None = the kubeconfig context's namespace.
+        name: the session's name; None = generated from `generate_name`.
+        template / pool / pod: a SandboxTemplate name, a SandboxPool to claim a warm sandbox
+            from, or inline pod settings (at most one); none = the operator's default image.
+        env: the shells' environment; files: sandbox path (absolute, or relative to the
+            workdir) -> text, placed before Ready (at most 256 KiB in all: upload the rest).
+        lifecycle: deadlines, idle timeout, TTL; egress: "None" (default), "Internet", "All".
+        kubeconfig / context: where the cluster is (default: $KUBECONFIG, ~/.kube/config,
+            then the pod's service account); kube: a client to share across many sandboxes.
+        ready_timeout_s: the wait for Ready; a session that fails or expires first raises
+            SandboxStartError at once, with the operator's reason and message.
+        address: where to reach the runtime instead of status.podIP:50051, for clients that
+            cannot route to pod IPs (outside the cluster network): e.g. a port-forward.
+        paths: the layout in the sandbox (default: below the workdir, /testbed).
+        """
+        from sandfleet.cluster.sandbox import cluster_sandbox
+
+        return await cluster_sandbox(
+            namespace, name=name, generate_name=generate_name, template=template, pool=pool,
+            pod=pod, env=env, files=files, lifecycle=lifecycle, egress=egress,
+            kubeconfig=kubeconfig, context=context, kube=kube, ready_timeout_s=ready_timeout_s,
+            address=address, paths=paths, tool_timeout_s=tool_timeout_s,
+            max_output_chars=max_output_chars,
+        )  # fmt: skip
+
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(

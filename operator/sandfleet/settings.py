@@ -17,6 +17,10 @@ CONFIG_ENV_VAR = "SANDFLEET_CONFIG"
 """Names a config file, like --config (the flag wins)."""
 
 
+API_KEY_SECRET_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:[-._a-zA-Z0-9]+)?$"
+"""--api-key-secret: a Secret name, optionally followed by ":" and a key of that Secret."""
+
+
 class SettingsError(SandfleetError):
     """A config file, environment variable or flag holds a value that cannot be used."""
 
@@ -51,6 +55,27 @@ class Settings(BaseModel):
     """Local sandbox isolation: Linux namespaces when available ("auto"), required, or off."""
     state_dir: Path | None = None
     """Where local sandboxes keep their private directories (None: the backend's default)."""
+    backend: Literal["local", "kubernetes"] = "local"
+    """Where `sandfleet run` runs the task: a local sandbox, or a SandboxSession on a cluster
+    (`batch` and `replay` run locally)."""
+    namespace: str | None = None
+    """Kubernetes namespace of the sessions; None: the kubeconfig context's namespace."""
+    kubeconfig: Path | None = None
+    """Kubeconfig file; None: $KUBECONFIG, then ~/.kube/config, then the in-cluster account."""
+    kube_context: str | None = None
+    """Kubeconfig context; None: the file's current context."""
+    template: str | None = Field(default=None, min_length=1)
+    """SandboxTemplate the session's pod is made from (spec.templateRef)."""
+    pool: str | None = Field(default=None, min_length=1)
+    """SandboxPool to claim a warm sandbox from (spec.poolRef); excludes `template`."""
+    api_key_secret: str | None = Field(default=None, pattern=API_KEY_SECRET_PATTERN)
+    """Secret holding the model API key, as NAME or NAME:KEY (key default "api-key"). The
+    kubernetes backend never sends the local key: the operator reads this Secret."""
+    session_ttl_s: int = Field(default=3600, ge=0)
+    """A finished session is deleted this long after it ended (ttlSecondsAfterFinished);
+    until then `kubectl get sbx` and `sandfleet trajectory NAME` find it."""
+    operator_url: str | None = None
+    """Base URL of the operator's HTTP API (trajectories), e.g. http://localhost:8080."""
     log_level: str = "WARNING"
     """Level of the structlog lines on stderr (the trace and results go to stdout)."""
     log_json: bool | None = None
@@ -101,9 +126,12 @@ def load_settings(
     if api_key:
         merged["api_key"] = api_key
     try:
-        return Settings.model_validate(merged)
+        settings = Settings.model_validate(merged)
     except ValidationError as error:
         raise SettingsError(_readable(error)) from error
+    if settings.template and settings.pool:
+        raise SettingsError("set at most one of template and pool (a pool names its template)")
+    return settings
 
 
 def _file_layer(config_path: Path | None, environ: Mapping[str, str]) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -39,6 +39,13 @@ def _deny(real: Handler | None, message: str) -> Handler:
     return grpc.unary_unary_rpc_method_handler(abort)
 
 
+def _presented(metadata: Iterable[tuple[str, str | bytes]] | None) -> bytes:
+    for key, value in metadata or ():
+        if key == "authorization":
+            return value.encode() if isinstance(value, str) else value
+    return b""
+
+
 class TokenAuthInterceptor(_InterceptorBase):
     """Rejects calls whose `authorization` metadata is not `Bearer <token>` with UNAUTHENTICATED.
 
@@ -56,22 +63,26 @@ class TokenAuthInterceptor(_InterceptorBase):
     def rotate(self, token: str) -> None:
         self._expected = self._encode(token)
 
+    def accepts(self, metadata: Iterable[tuple[str, str | bytes]] | None) -> bool:
+        """Whether call metadata carries the token expected now (always, without a token)."""
+        if self._expected is None:
+            return True
+        presented = _presented(metadata)
+        # compare_digest takes time independent of where the strings differ.
+        return bool(presented) and hmac.compare_digest(presented, self._expected)
+
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler]],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> Handler:
         method = handler_call_details.method
-        if self._expected is None or method.startswith(_OPEN_PREFIXES):
+        if method.startswith(_OPEN_PREFIXES):
             return await continuation(handler_call_details)
-        presented = b""
-        for key, value in handler_call_details.invocation_metadata or ():
-            if key == "authorization":
-                presented = value.encode() if isinstance(value, str) else value
-                break
-        # compare_digest takes time independent of where the strings differ.
-        if presented and hmac.compare_digest(presented, self._expected):
+        metadata = handler_call_details.invocation_metadata
+        if self.accepts(metadata):
             return await continuation(handler_call_details)
+        presented = _presented(metadata)
         log.warning(
             "rpc_unauthenticated", extra={"method": method, "token_present": bool(presented)}
         )

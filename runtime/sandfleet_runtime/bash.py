@@ -56,6 +56,7 @@ class BashSessions:
         self._workdir = workdir.resolve()
         if not self._workdir.is_dir():
             raise ValueError(f"the bash working directory {workdir} is not a directory")
+        self._base_env = dict(env)
         self._env = dict(env)
         self._default_timeout_s = default_timeout_s
         self._max_timeout_s = max_timeout_s
@@ -134,6 +135,22 @@ class BashSessions:
             await found.terminate(
                 closing=True, note="[The session was closed while this command was running.]"
             )
+
+    def bind_env(self, env: Mapping[str, str]) -> None:
+        """Sessions started from now on see `env` over the runtime's own environment.
+
+        A later call replaces what an earlier one added. Open sessions keep the environment
+        they started with: close them (close_open) for everything to see the new one.
+        """
+        # A new dict, not an update: each open session's config keeps the one it started with.
+        self._env = {**self._base_env, **env}
+
+    async def close_open(self) -> int:
+        """Closes every open session, leaving the runtime serving; returns how many there were."""
+        sessions, self._sessions = list(self._sessions.values()), {}
+        note = "[The sandbox was bound to a new session; this command was stopped.]"
+        await asyncio.gather(*(found.terminate(closing=True, note=note) for found in sessions))
+        return len(sessions)
 
     async def close_all(self) -> None:
         """Graceful shutdown: kills every session and every process the sessions started."""

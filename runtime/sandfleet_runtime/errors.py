@@ -49,3 +49,9 @@ class UnavailableError(RuntimeToolError):
     """The runtime cannot serve the request now (shutting down, shell failed to start)."""
 
     status = grpc.StatusCode.UNAVAILABLE
+
+
+class UnauthenticatedError(RuntimeToolError):
+    """The call's token is no longer the expected one (rotated while the call waited)."""
+
+    status = grpc.StatusCode.UNAUTHENTICATED

@@ -28,6 +28,7 @@ from sandfleet_proto.runtime.v1 import (
 
 from .auth import TokenAuthInterceptor
 from .bash import BashSessions
+from .binding import SessionBinder
 from .editor import FileEditor
 from .limits import SessionLimits
 from .processes import ChildReaper
@@ -122,8 +123,9 @@ def build_server(settings: RuntimeSettings) -> RuntimeServer:
     cgroup_memory = None
     if limits is not None:
         cgroup_memory = limits.memory_usage
+    binder = SessionBinder(auth, sessions, activity)
     system_service_pb2_grpc.add_SystemServiceServicer_to_server(
-        SystemServicer(activity, sessions, cgroup_memory), server
+        SystemServicer(activity, sessions, binder, auth, cgroup_memory), server
     )
     health_servicer = AsyncHealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -36,7 +36,9 @@ from sandfleet_proto.runtime.v1 import (
 )
 
 from . import files
+from .auth import TokenAuthInterceptor
 from .bash import BashSessions, CommandResult, Outcome, OutputStream
+from .binding import SessionBinder
 from .editor import FileEditor
 from .errors import InvalidArgumentError, RuntimeToolError
 from .stats import ActivityClock, collect_stats
@@ -295,10 +297,14 @@ class SystemServicer(system_grpc.SystemServiceServicer):
         self,
         activity: ActivityClock,
         sessions: BashSessions,
+        binder: SessionBinder,
+        auth: TokenAuthInterceptor,
         cgroup_memory: Callable[[], tuple[int, int] | None] | None = None,
     ) -> None:
         self._activity = activity
         self._sessions = sessions
+        self._binder = binder
+        self._auth = auth
         self._cgroup_memory = cgroup_memory
 
     async def GetStats(
@@ -317,4 +323,22 @@ class SystemServicer(system_grpc.SystemServiceServicer):
             idle_seconds=snapshot.idle_s,
             bash_sessions=self._sessions.session_count,
             running_commands=self._sessions.running_count,
+            session=self._binder.session,
+        )
+
+    async def BindSession(
+        self, request: system_pb.BindSessionRequest, context: Context
+    ) -> system_pb.BindSessionResponse:
+        metadata = context.invocation_metadata()
+        binding = await _call(
+            context,
+            lambda: self._binder.bind(
+                request.token,
+                dict(request.env),
+                request.session,
+                still_authorized=lambda: self._auth.accepts(metadata),
+            ),
+        )
+        return system_pb.BindSessionResponse(
+            closed_sessions=binding.closed_sessions, bound_unix=binding.bound_unix
         )

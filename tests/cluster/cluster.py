@@ -1,4 +1,8 @@
-"""Start and stop the single-node test cluster: `python -m tests.cluster.cluster up|down|status`."""
+"""Start and stop the single-node test cluster: `python -m tests.cluster.cluster up|down|status`.
+
+`images` imports what setup.sh built into a running cluster (no restart); `check` lists what
+is missing to start one.
+"""
 
 from __future__ import annotations
 
@@ -122,6 +126,20 @@ def _health_context(pki: Pki) -> ssl.SSLContext:
 def _import_images(layout: Layout, images: dict[str, Image]) -> None:
     for image in images.values():
         node_host.import_image(layout, image.archive)
+
+
+def import_missing_images(layout: Layout) -> list[str]:
+    """Import the images setup.sh last built into the RUNNING node's containerd, without
+    restarting anything; returns the refs imported (none when the node has them all).
+
+    Runtime image refs carry a hash of their sources, so a ref the node already holds is
+    the same image; a rebuilt one arrives under a new ref next to the old one.
+    """
+    images = layout.read_images()
+    present = node_host.image_refs(layout)
+    missing = {role: image for role, image in images.items() if image.ref not in present}
+    _import_images(layout, missing)
+    return [image.ref for image in missing.values()]
 
 
 def _wait_node_schedulable(api: KubeApi, deadline: float) -> None:
@@ -262,9 +280,25 @@ def _status(layout: Layout) -> int:
     return 0
 
 
+def _images(layout: Layout) -> int:
+    if running_kubeconfig(layout) is None:
+        print("no running cluster: `up` imports the images when it starts")
+        return 0
+    started = time.monotonic()
+    imported = import_missing_images(layout)
+    for ref in imported:
+        print(f"imported {ref} into the running cluster")
+    if not imported:
+        print("the running cluster already has every image")
+    for role, image in layout.read_images().items():
+        print(f"image {role}: {image.ref}")
+    print(f"images checked in {time.monotonic() - started:.1f}s")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("command", choices=["up", "down", "status", "check"])
+    parser.add_argument("command", choices=["up", "down", "status", "check", "images"])
     parser.add_argument("--keep-logs", action="store_true", help="down: copy logs aside first")
     args = parser.parse_args()
     layout = Layout.default()
@@ -274,6 +308,8 @@ def main() -> int:
         return 1 if problems else 0
     if args.command == "status":
         return _status(layout)
+    if args.command == "images":
+        return _images(layout)
     if args.command == "down":
         kept = down(layout, keep_logs=args.keep_logs)
         print(f"stopped; logs kept in {kept}" if kept else "stopped")

@@ -39,6 +39,8 @@ def cluster_under_test(request: pytest.FixtureRequest) -> Iterator[ClusterUnderT
     running = cluster.running_kubeconfig(layout)
     if running is not None:
         # Started by hand (`python -m tests.cluster.cluster up`): use it, and leave it running.
+        # setup.sh may have rebuilt the sandbox image since it started: bring that one in.
+        cluster.import_missing_images(layout)
         yield ClusterUnderTest(
             kubeconfig=running,
             api=KubeApi.from_kubeconfig(running),

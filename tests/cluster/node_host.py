@@ -125,6 +125,14 @@ def import_image(layout: Layout, archive: Path) -> None:
         raise RuntimeError(f"ctr images import {archive} failed: {result.stderr.strip()}")
 
 
+def image_refs(layout: Layout) -> set[str]:
+    """Names of the images the node's containerd holds (digest-only entries left out)."""
+    result = ctr(layout, "images", "list", "--quiet")
+    if result.returncode != 0:
+        raise RuntimeError(f"ctr images list failed: {result.stderr.strip()}")
+    return {ref for ref in result.stdout.split() if not ref.startswith("sha256:")}
+
+
 def remove_all_containers(layout: Layout) -> None:
     """Force-delete every task and container the kubelet left, so no shim outlives the node."""
     listed = ctr(layout, "containers", "list", "--quiet")

@@ -3,6 +3,9 @@
 #
 #   bash tests/cluster/setup.sh [STEP]     Debian packages, Kubernetes + etcd binaries, images
 #                                          (STEP: all (default) | packages | binaries | images)
+#
+# The runtime image is rebuilt whenever its sources changed (runtime, proto, control plane,
+# pyproject, Dockerfile) and, when a cluster is running, imported into it without a restart.
 #   SANDFLEET_CLUSTER_KWOK=0 bash ...      without kwok (fake nodes for the scale test)
 #
 # Cache: ${SANDFLEET_CLUSTER_CACHE:-$HOME/.cache/sandfleet/cluster}, outside the repository so
@@ -172,11 +175,22 @@ EOF
   mv "$IMAGES/index.json.partial" "$IMAGES/index.json"
 }
 
+# A cluster that is already up gets newly built images without a restart: `cluster images`
+# imports every image of index.json its containerd lacks (pods on the old image keep running).
+import_into_running_cluster() {
+  if [ ! -f "$CACHE/run/state.json" ]; then say "no running cluster (up imports the images)"; return; fi
+  local python="$REPO/.venv/bin/python"
+  [ -x "$python" ] || python=python3
+  (cd "$REPO" && SANDFLEET_CLUSTER_CACHE="$CACHE" "$python" -m tests.cluster.cluster images) \
+    | sed 's/^/[setup] /'
+}
+
 TOTAL_STARTED=$(date +%s)
 STEPS="${1:-all}"  # all | packages | binaries | images
 case "$STEPS" in all|packages) install_packages ;; esac
 case "$STEPS" in all|binaries) build_binaries; build_kwok ;; esac
 case "$STEPS" in all|images)
   [ -x "$BIN/pause" ] || { echo "no $BIN/pause: run the binaries step first" >&2; exit 1; }
-  build_base_image; build_pause_image; build_runtime_image; write_index ;; esac
+  build_base_image; build_pause_image; build_runtime_image; write_index
+  import_into_running_cluster ;; esac
 say "ready in $(elapsed "$TOTAL_STARTED"): binaries $BIN, images $IMAGES/index.json"

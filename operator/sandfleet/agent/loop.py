@@ -4,7 +4,9 @@ Bounded by max_turns; every way out is a StopReason. Model and sandbox failures 
 run with a reason instead of raising. Cancellation is the exception: the loop records a
 `cancelled` result (trajectory record and RunFinished event) and lets CancelledError
 propagate, so asyncio.timeout, TaskGroup and Ctrl-C handling keep working; callers that
-want the partial result read `AgentLoop.result` or the RunFinished event.
+want the partial result read `AgentLoop.result` or the RunFinished event. A controller that
+hands the run over (shutting down) calls `suspend_on_cancel()` first: the cancellation then
+leaves the trajectory resumable (resume.resume_agent) instead of recording a result.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from sandfleet.agent.prompts import (
     remaining_turns_notice,
     template_values,
 )
+from sandfleet.agent.recorded_run import ResumeError, ResumeState, transcript_messages
 from sandfleet.agent.recorder import RunRecorder
 from sandfleet.agent.results import AgentResult, StopReason, TurnTiming
 from sandfleet.agent.sandbox_access import (
@@ -76,7 +79,13 @@ def shrunk_max_tokens(
 
 
 class AgentLoop:
-    """One run of one task. Use once: `result = await AgentLoop(...).run()`."""
+    """One run of one task. Use once: `result = await AgentLoop(...).run()`.
+
+    With `resume`, the loop continues a run another process started: it appends to the same
+    trajectory (a `resumed` notice, no second meta record), does not upload the task files
+    again, numbers turns on from `resume.turns + 1` within the same max_turns, and its result
+    counts the whole run.
+    """
 
     def __init__(
         self,
@@ -87,7 +96,10 @@ class AgentLoop:
         *,
         trajectory: TrajectoryWriter | None = None,
         on_event: EventSink | None = None,
+        resume: ResumeState | None = None,
     ) -> None:
+        if resume is not None and resume.task_id != task.id:
+            raise ResumeError(f"the trajectory is of task {resume.task_id!r}, not {task.id!r}")
         self._task = task
         self._sandbox = sandbox
         self._model = model
@@ -104,19 +116,33 @@ class AgentLoop:
         self._turn_model_s = 0.0
         self._timings: list[TurnTiming] = []
         self._last_text: str | None = None
+        self._resume = resume
+        self._suspending = False
         self.result: AgentResult | None = None
-        """Set when the run ends, including when it is cancelled."""
+        """Set when the run ends, including when it is cancelled (not when suspended)."""
+
+    def suspend_on_cancel(self) -> None:
+        """Make the coming cancellation suspend the run rather than end it: a `suspended`
+        notice instead of the `cancelled` result, so another process can resume it."""
+        self._suspending = True
 
     async def run(self) -> AgentResult:
         if self.result is not None:
             raise RuntimeError("an AgentLoop runs once")
         started = time.perf_counter()
         try:
-            await self._record_start()
-            log.info("agent_run_started", task=self._task.id, model=self._model.name)
+            if self._resume is None:
+                await self._record_start()
+                log.info("agent_run_started", task=self._task.id, model=self._model.name)
+            else:
+                started -= self._resume.elapsed_s()  # wall time counts from the first start
             stop, error = await self._run_until_stopped()
             answer, files, stop, error = await self._collect_outputs(stop, error)
         except asyncio.CancelledError:
+            if self._suspending:
+                self._recorder.suspended(self._turns)
+                log.info("agent_run_suspended", task=self._task.id, turn=self._turns)
+                raise
             # Nothing here awaits: a second cancellation cannot interrupt the bookkeeping.
             self._finish(
                 StopReason.CANCELLED, self._last_text, [], "the run was cancelled", started
@@ -138,16 +164,41 @@ class AgentLoop:
         )
 
     async def _run_until_stopped(self) -> _Stop:
-        try:
-            await upload_task_files(self._sandbox, self._task.files)
-        except SandboxLostError as exc:
-            return StopReason.SANDBOX_LOST, f"uploading the task files failed: {exc}"
-        self._start_transcript()
-        for turn in range(1, self._config.max_turns + 1):
+        if self._resume is not None:
+            self._restore(self._resume)
+            if self._resume.submitted:
+                return StopReason.SUBMITTED, None
+        if not self._transcript:
+            try:
+                await upload_task_files(self._sandbox, self._task.files)
+            except SandboxLostError as exc:
+                return StopReason.SANDBOX_LOST, f"uploading the task files failed: {exc}"
+            self._start_transcript()
+        for turn in range(self._turns + 1, self._config.max_turns + 1):
             stop = await self._run_turn(turn)
             if stop is not None:
                 return stop
         return StopReason.MAX_TURNS, None
+
+    def _restore(self, state: ResumeState) -> None:
+        """Take over the recorded part of the run; an unprompted state starts over."""
+        self._turns = state.turns
+        self._usage = state.usage
+        self._model_s, self._tool_s = state.model_time_s, state.tool_time_s
+        self._timings.extend(state.turn_timings)
+        self._last_text = state.last_text
+        if state.max_tokens is not None and (
+            self._max_tokens is None or state.max_tokens < self._max_tokens
+        ):
+            self._max_tokens = state.max_tokens
+        self._transcript.extend(transcript_messages(state.transcript, self._model))
+        lost = [call.call_id for call in state.lost_calls]
+        self._recorder.resumed(
+            state.turns + 1, turns_done=state.turns, lost_calls=lost, synthesized=state.synthesized
+        )
+        log.info(
+            "agent_run_resumed", task=self._task.id, turns_done=state.turns, lost_calls=len(lost)
+        )
 
     def _start_transcript(self) -> None:
         paths = self._sandbox.paths

@@ -63,6 +63,10 @@ class Model(Protocol):
 
     def tool_result_message(self, call: ToolCall, output: str) -> Any: ...
 
+    def assistant_message(self, text: str, tool_calls: Sequence[ToolCall]) -> Any:
+        """An earlier reply rebuilt from its recorded text and calls (resuming a run)."""
+        ...
+
     async def complete(
         self, transcript: Sequence[Any], tools: Sequence[ToolSpec], *, max_tokens: int | None
     ) -> ModelTurn:
@@ -76,7 +80,7 @@ class Model(Protocol):
 class ChatCompletionsMessages:
     """Transcript items in the chat-completions shape (OpenAI, vLLM, SGLang all accept it).
 
-    Models that speak this format inherit the three message builders of the Model protocol.
+    Models that speak this format inherit the message builders of the Model protocol.
     """
 
     def system_message(self, text: str) -> dict[str, Any]:
@@ -87,6 +91,23 @@ class ChatCompletionsMessages:
 
     def tool_result_message(self, call: ToolCall, output: str) -> dict[str, Any]:
         return {"role": "tool", "tool_call_id": call.call_id, "content": output}
+
+    def assistant_message(self, text: str, tool_calls: Sequence[ToolCall]) -> dict[str, Any]:
+        """The same item openai_chat builds for a live reply (content null beside calls)."""
+        if not tool_calls:
+            return {"role": "assistant", "content": text}
+        return {
+            "role": "assistant",
+            "content": text or None,
+            "tool_calls": [
+                {
+                    "id": call.call_id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in tool_calls
+            ],
+        }
 
 
 class ModelError(ModelEndpointError):

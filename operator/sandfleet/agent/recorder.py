@@ -93,6 +93,11 @@ class RunRecorder:
             "role": "assistant",
             "content": reply.text,
         }
+        if reply.tool_calls:  # all of them, also those a crash keeps from being run (resume)
+            message["tool_calls"] = [
+                {"call_id": call.call_id, "name": call.name, "arguments": call.arguments}
+                for call in reply.tool_calls
+            ]
         if reply.reasoning:
             message["reasoning"] = reply.reasoning
         if reply.finish_reason:
@@ -152,6 +157,26 @@ class RunRecorder:
                 "reason": reason,
             }
         )
+
+    def resumed(
+        self, turn: int, *, turns_done: int, lost_calls: Sequence[str], synthesized: Sequence[Any]
+    ) -> None:
+        """The notice that another process continues the run here, then the records resume
+        made up for the interrupted turn (lost-call observations, a missing nudge)."""
+        self._write(
+            {
+                "kind": "notice",
+                "turn": turn,
+                "event": "resumed",
+                "turns_done": turns_done,
+                "lost_calls": list(lost_calls),
+            }
+        )
+        for record in synthesized:
+            self._write(record)
+
+    def suspended(self, turn: int) -> None:
+        self._write({"kind": "notice", "turn": turn, "event": "suspended"})
 
     def finished(self, result: AgentResult) -> None:
         self._write({"kind": "result", **result.to_record()})

@@ -67,7 +67,7 @@ def settings_from_arguments(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from sandfleet.cli import batch, replay, run
+    from sandfleet.cli import batch, replay, run, trajectory
 
     parser = argparse.ArgumentParser(
         prog="sandfleet",
@@ -118,6 +118,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replay.add_arguments(replay_parser)
     replay_parser.set_defaults(handler=replay.replay_command)
+
+    trajectory_parser = commands.add_parser(
+        "trajectory",
+        parents=[common],
+        help="fetch a cluster session's trajectory (JSON Lines) from the operator",
+        description="Write the trajectory of the SandboxSession NAME (its latest run, or --uid)\n"
+        "as JSON Lines to stdout or -o FILE; --render prints a readable trace instead.",
+        epilog=trajectory.EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    trajectory.add_arguments(trajectory_parser)
+    trajectory_parser.set_defaults(handler=trajectory.trajectory_command)
     return parser
 
 

@@ -1,4 +1,5 @@
-"""`sandfleet run TASK`: one task in a fresh local sandbox, traced live, results saved locally."""
+"""`sandfleet run TASK`: one task in a fresh sandbox, local (traced live, results saved
+locally) or, with --backend kubernetes, a SandboxSession the operator drives (cli.cluster_run)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--json", dest="as_json", action="store_true",
         help="print only the result record as JSON (for scripts)",
     )  # fmt: skip
+    add_cluster_arguments(parser)
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    cluster = parser.add_argument_group(
+        "kubernetes backend",
+        "--backend kubernetes creates a SandboxSession and follows it; the operator runs the "
+        "loop. Input files go inline (UTF-8 text, 256 KiB in all); the model endpoint must be "
+        "reachable from the operator, and its key comes from a Secret, never from here.",
+    )
+    cluster.add_argument(
+        "--backend", choices=["local", "kubernetes"],
+        help="where the task runs (default local)",
+    )  # fmt: skip
+    cluster.add_argument(
+        "--namespace", "-n", metavar="NS",
+        help="the session's namespace (default: the kubeconfig context's)",
+    )  # fmt: skip
+    cluster.add_argument("--kubeconfig", type=Path, metavar="PATH", help="default as kubectl")
+    cluster.add_argument(
+        "--context", dest="kube_context", metavar="NAME", help="kubeconfig context"
+    )
+    sandbox = cluster.add_mutually_exclusive_group()
+    sandbox.add_argument("--template", metavar="NAME", help="SandboxTemplate of the sandbox pod")
+    sandbox.add_argument("--pool", metavar="NAME", help="SandboxPool to claim a warm sandbox from")
+    cluster.add_argument(
+        "--api-key-secret", dest="api_key_secret", metavar="NAME[:KEY]",
+        help='Secret with the model API key (key default "api-key")',
+    )  # fmt: skip
+    cluster.add_argument(
+        "--ttl", dest="session_ttl_s", type=int, metavar="SECONDS",
+        help="keep the finished session this long for `sandfleet trajectory` (default 3600)",
+    )  # fmt: skip
+    cluster.add_argument(
+        "--rm", dest="remove_session", action="store_true",
+        help="delete the session as soon as it has finished",
+    )  # fmt: skip
 
 
 def run_command(args: argparse.Namespace, settings: Settings, console: Console) -> int:
@@ -57,6 +95,13 @@ def run_command(args: argparse.Namespace, settings: Settings, console: Console) 
         errors.print(Text.assemble(("error: ", "red"), str(error)))
         return ExitCode.USAGE
     show_trace = not (args.quiet or args.as_json)
+    if settings.backend == "kubernetes":
+        from sandfleet.cli.cluster_run import cluster_run_command
+
+        return cluster_run_command(
+            spec, config, settings, console,
+            remove=args.remove_session, show_progress=show_trace, as_json=args.as_json,
+        )  # fmt: skip
     if show_trace:
         _print_header(console, spec, config, settings)
     renderer = TraceRenderer(console) if show_trace else None

@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import AsyncIterator, Callable
 
 import structlog
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from sandfleet.operator.trajectory_store import (
     UID_HEADER,
@@ -117,6 +117,9 @@ class _Handlers:
         response.content_length = trajectory.size
         response.last_modified = trajectory.modified
         await response.prepare(request)
+        if request.method == hdrs.METH_HEAD:  # size and uid only; a body here would be
+            await response.write_eof()  # read as the next response on a kept-alive connection
+            return response
         try:
             async for chunk in read_chunks(trajectory):
                 await response.write(chunk)

@@ -15,6 +15,7 @@ import structlog
 
 from sandfleet.kube import KubeClient, WatchExpiredError, resource_path
 from sandfleet.operator.api import MANAGED_BY_VALUE, Component, Label, PodState
+from sandfleet.operator.naming import label_value
 
 log = structlog.get_logger(__name__)
 
@@ -54,7 +55,7 @@ class PodIndex:
             pod
             for (ns, _), pod in self._pods.items()
             if ns == namespace
-            and _labels(pod).get(Label.POOL) == pool
+            and _labels(pod).get(Label.POOL) == label_value(pool)
             and _labels(pod).get(Label.STATE) == PodState.IDLE
             and not pod["metadata"].get("deletionTimestamp")
         ]
@@ -119,7 +120,7 @@ def _labels(pod: Pod) -> dict[str, str]:
 def _pool_key(pod: Pod) -> str | None:
     labels = _labels(pod)
     if labels.get(Label.STATE) == PodState.IDLE and labels.get(Label.POOL):
-        return f"pool/{labels[Label.POOL]}"
+        return f"pool/{labels[Label.POOL]}"  # the label value (pool names > 63 are hashed)
     return None
 
 

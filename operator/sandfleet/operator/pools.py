@@ -31,7 +31,7 @@ from sandfleet.operator.api import (
 from sandfleet.operator.conditions import set_condition
 from sandfleet.operator.context import OperatorContext
 from sandfleet.operator.models import SandboxPoolSpec
-from sandfleet.operator.naming import pool_token_secret_name
+from sandfleet.operator.naming import label_value, pool_token_secret_name
 from sandfleet.operator.plans import PlanError, pool_pod_template
 from sandfleet.operator.pod_index import Pod, pod_is_ready
 from sandfleet.operator.pod_watch import UNSEEN_GRACE_S, pod_problem
@@ -73,12 +73,13 @@ class PoolKeeper:
         """Pods created but not yet seen in the index, by name: counted as live meanwhile."""
         self._last_status: dict[str, Any] = {}
         self._log = log.bind(pool=f"{self.ref.namespace}/{self.ref.name}")
+        self._signal_key = f"pool/{label_value(self.ref.name)}"
 
     async def run(self) -> None:
         """Keep the pool filled until cancelled (pool deleted or operator stopping)."""
         await self._ensure_shared_objects()
         await self._ctx.pods.synced.wait()
-        signal = self._ctx.pods.signal(self.ref.namespace, f"pool/{self.ref.name}")
+        signal = self._ctx.pods.signal(self.ref.namespace, self._signal_key)
         try:
             while True:
                 signal.clear()
@@ -86,7 +87,7 @@ class PoolKeeper:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(signal.wait(), RECHECK_S)
         finally:
-            self._ctx.pods.forget_signal(self.ref.namespace, f"pool/{self.ref.name}")
+            self._ctx.pods.forget_signal(self.ref.namespace, self._signal_key)
             self._ctx.metrics.pool_gone(self.ref.namespace, self.ref.name)
 
     async def _ensure_shared_objects(self) -> None:
@@ -176,7 +177,7 @@ class PoolKeeper:
         status = {
             "replicas": ready,
             "startingReplicas": starting,
-            "selector": f"{Label.POOL}={self.ref.name},{Label.STATE}={PodState.IDLE}",
+            "selector": f"{Label.POOL}={label_value(self.ref.name)},{Label.STATE}={PodState.IDLE}",
             "observedGeneration": generation,
         }
         comparable = {**status, "problem": problem}

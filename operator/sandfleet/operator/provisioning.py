@@ -64,7 +64,13 @@ async def ensure_session_token(ctx: OperatorContext, session: ObjectRef) -> tupl
     path = resource_path("v1", "secrets", session.namespace)
     if await create_ignoring_conflict(ctx.kube, path, session_token_secret(session, token)):
         return token, name
-    return await read_secret_value(ctx.kube, session.namespace, name, TOKEN_SECRET_KEY), name
+    existing = await ctx.kube.get(resource_path("v1", "secrets", session.namespace, name))
+    owners = existing["metadata"].get("ownerReferences") or []
+    if not any(o.get("uid") == session.uid for o in owners):
+        # e.g. session "x-pool" and pool "x" both want "x-pool-token": never share a token.
+        raise PlanError(Reason.INVALID_SPEC, f"Secret {name} exists and is not this session's")
+    data = existing.get("data") or {}
+    return base64.b64decode(data.get(TOKEN_SECRET_KEY, "")).decode(), name
 
 
 async def ensure_network_policy(

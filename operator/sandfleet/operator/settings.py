@@ -29,7 +29,7 @@ class OperatorSettings(BaseSettings):
     default_cpu_request: str = "10m"
     default_memory_request: str = "64Mi"
     default_memory_limit: str = "512Mi"
-    dns_policy: Literal["ClusterFirst", "Default", "None"] = "ClusterFirst"
+    dns_policy: Literal["ClusterFirst", "Default"] = "ClusterFirst"
     operator_namespace: str = "sandfleet-system"
     """Where the operator's pods run: sandbox NetworkPolicies admit ingress from there only."""
     operator_pod_labels: dict[str, str] = {"app.kubernetes.io/name": "sandfleet-operator"}

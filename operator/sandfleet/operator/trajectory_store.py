@@ -7,7 +7,7 @@ import dataclasses
 import os
 import re
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Collection
 from pathlib import Path
 from typing import Protocol
 
@@ -29,7 +29,8 @@ CHUNK_BYTES = 256 * 1024
 _TAIL_BLOCK_BYTES = 64 * 1024
 
 # Kubernetes' own name rules: a namespace is a DNS-1123 label, an object name a DNS-1123
-# subdomain, a uid a lowercase UUID (which is a label). None of them can hold "/" or "..".
+# subdomain. A run id is a subdomain too: a lowercase UUID, or "<uid>.lost-1" for the run a
+# lost sandbox cut short (the operator sets those aside). None of them can hold "/" or "..".
 _LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
 _LABEL_PATTERN = re.compile(_LABEL)
 _SUBDOMAIN_PATTERN = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
@@ -50,7 +51,8 @@ def validate_name(name: str) -> str:
 
 
 def validate_uid(uid: str) -> str:
-    return _checked(uid, "uid", _LABEL_PATTERN, _LABEL_MAX)
+    """A run's id: the session's metadata.uid, or a set-aside run's "<uid>.lost-<n>"."""
+    return _checked(uid, "uid", _SUBDOMAIN_PATTERN, _SUBDOMAIN_MAX)
 
 
 def _checked(value: str, what: str, pattern: re.Pattern[str], limit: int) -> str:
@@ -118,8 +120,9 @@ class TrajectoryStore(Protocol):
         """The trajectory of that uid, or None when none is stored."""
         ...
 
-    async def prune(self, older_than_s: float) -> int:
-        """Delete trajectories last written longer ago than that; returns how many."""
+    async def prune(self, older_than_s: float, *, keep: Collection[Path] = ()) -> int:
+        """Delete trajectories last written longer ago than that, except those in `keep`
+        (the ones writers hold open); returns how many."""
         ...
 
 
@@ -156,17 +159,20 @@ class DirectoryTrajectoryStore:
         candidate = self.writer_path(namespace, name, uid)
         return candidate if await asyncio.to_thread(candidate.is_file) else None
 
-    async def prune(self, older_than_s: float) -> int:
+    async def prune(self, older_than_s: float, *, keep: Collection[Path] = ()) -> int:
         """Delete every trajectory whose last write is older than `older_than_s`, then the
-        folders that left empty. A running session's file is never old: the writer appends
-        at least once per turn.
+        folders left empty. Pass the writer paths of running sessions as `keep`: a session
+        waiting on a long tool call or model reply writes nothing meanwhile, and a file
+        deleted under an open writer loses every record written after.
 
         Folders are removed here on the event loop's thread: rmdir refuses a folder that is
         not empty, and the writer creates folder and file in one synchronous step on this
         thread too, so a new trajectory never loses its folder between the two.
         """
         cutoff = time.time() - older_than_s
-        deleted, emptied = await asyncio.to_thread(_delete_older_than, self.root, cutoff)
+        deleted, emptied = await asyncio.to_thread(
+            _delete_older_than, self.root, cutoff, frozenset(keep)
+        )
         removed_folders = 0
         for folder in emptied:  # session folders first, then their namespace folders
             try:
@@ -224,7 +230,7 @@ def _subfolders(folder: Path) -> list[Path]:
     return [Path(entry.path) for entry in entries if entry.is_dir(follow_symlinks=False)]
 
 
-def _delete_older_than(root: Path, cutoff: float) -> tuple[int, list[Path]]:
+def _delete_older_than(root: Path, cutoff: float, keep: frozenset[Path]) -> tuple[int, list[Path]]:
     """Unlink old trajectories; returns their count and the folders now empty, deepest first."""
     deleted = 0
     emptied_sessions: list[Path] = []
@@ -239,7 +245,7 @@ def _delete_older_than(root: Path, cutoff: float) -> tuple[int, list[Path]]:
         ]
         left_in_namespace = False
         for session_folder in session_folders:
-            count, empty = _delete_in_session_folder(session_folder, cutoff)
+            count, empty = _delete_in_session_folder(session_folder, cutoff, keep)
             deleted += count
             if empty:
                 emptied_sessions.append(session_folder)
@@ -250,7 +256,9 @@ def _delete_older_than(root: Path, cutoff: float) -> tuple[int, list[Path]]:
     return deleted, emptied_sessions + emptied_namespaces
 
 
-def _delete_in_session_folder(folder: Path, cutoff: float) -> tuple[int, bool]:
+def _delete_in_session_folder(
+    folder: Path, cutoff: float, keep: frozenset[Path]
+) -> tuple[int, bool]:
     deleted = 0
     remaining = 0
     try:
@@ -261,6 +269,7 @@ def _delete_in_session_folder(folder: Path, cutoff: float) -> tuple[int, bool]:
         try:
             old = (
                 _trajectory_uid(entry.name) is not None
+                and Path(entry.path) not in keep
                 and entry.is_file(follow_symlinks=False)
                 and entry.stat(follow_symlinks=False).st_mtime < cutoff
             )

@@ -3,8 +3,10 @@
 isort:skip_file
 """
 
+from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
@@ -67,6 +69,7 @@ class GetStatsResponse(_message.Message):
     IDLE_SECONDS_FIELD_NUMBER: _builtins.int
     BASH_SESSIONS_FIELD_NUMBER: _builtins.int
     RUNNING_COMMANDS_FIELD_NUMBER: _builtins.int
+    SESSION_FIELD_NUMBER: _builtins.int
     memory_current_bytes: _builtins.int
     memory_peak_bytes: _builtins.int
     memory_source: Global___MemorySource.ValueType
@@ -81,6 +84,8 @@ class GetStatsResponse(_message.Message):
     """Live bash sessions."""
     running_commands: _builtins.int
     """Commands running now."""
+    session: _builtins.str
+    """The session the sandbox is bound to (BindSession's `session`); empty before any binding."""
     def __init__(
         self,
         *,
@@ -93,11 +98,92 @@ class GetStatsResponse(_message.Message):
         idle_seconds: _builtins.float = ...,
         bash_sessions: _builtins.int = ...,
         running_commands: _builtins.int = ...,
+        session: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bash_sessions", b"bash_sessions", "idle_seconds", b"idle_seconds", "last_activity_unix", b"last_activity_unix", "memory_current_bytes", b"memory_current_bytes", "memory_peak_bytes", b"memory_peak_bytes", "memory_source", b"memory_source", "process_count", b"process_count", "running_commands", b"running_commands", "uptime_seconds", b"uptime_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bash_sessions", b"bash_sessions", "idle_seconds", b"idle_seconds", "last_activity_unix", b"last_activity_unix", "memory_current_bytes", b"memory_current_bytes", "memory_peak_bytes", b"memory_peak_bytes", "memory_source", b"memory_source", "process_count", b"process_count", "running_commands", b"running_commands", "session", b"session", "uptime_seconds", b"uptime_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetStatsResponse: _TypeAlias = GetStatsResponse  # noqa: Y015
+
+@_typing.final
+class BindSessionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class EnvEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    TOKEN_FIELD_NUMBER: _builtins.int
+    ENV_FIELD_NUMBER: _builtins.int
+    SESSION_FIELD_NUMBER: _builtins.int
+    token: _builtins.str
+    """The bearer token every later call must carry: at least 16 visible ASCII characters
+    (no spaces or control characters). The token the call itself carries stops working.
+    """
+    session: _builtins.str
+    """The session being bound, as "namespace/name"; only for logs and GetStats."""
+    @_builtins.property
+    def env(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Variables set in every bash session started from now on, over the agent's own
+        environment (a later binding replaces them). Names are shell identifiers
+        ([A-Za-z_][A-Za-z0-9_]*), never SANDFLEET_RUNTIME_TOKEN* nor a name the runtime reserves
+        for itself; values hold no NUL character and never the token.
+        """
+
+    def __init__(
+        self,
+        *,
+        token: _builtins.str = ...,
+        env: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        session: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["env", b"env", "session", b"session", "token", b"token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BindSessionRequest: _TypeAlias = BindSessionRequest  # noqa: Y015
+
+@_typing.final
+class BindSessionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CLOSED_SESSIONS_FIELD_NUMBER: _builtins.int
+    BOUND_UNIX_FIELD_NUMBER: _builtins.int
+    closed_sessions: _builtins.int
+    """Bash sessions that were open and have been closed (a warm sandbox normally has none)."""
+    bound_unix: _builtins.float
+    """Unix time of the binding by the server's clock; GetStats reports it as last activity."""
+    def __init__(
+        self,
+        *,
+        closed_sessions: _builtins.int = ...,
+        bound_unix: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bound_unix", b"bound_unix", "closed_sessions", b"closed_sessions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BindSessionResponse: _TypeAlias = BindSessionResponse  # noqa: Y015

@@ -26,8 +26,8 @@ if _version_not_supported:
 
 
 class SystemServiceStub:
-    """SystemService reports on the sandbox as a whole: resource use for density and idle
-    reclaim decisions.
+    """SystemService reports on the sandbox as a whole (resource use for density and idle
+    reclaim decisions) and hands a warm sandbox to the session that claimed it.
     """
 
     def __init__(self, channel):
@@ -41,15 +41,31 @@ class SystemServiceStub:
                 request_serializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.GetStatsRequest.SerializeToString,
                 response_deserializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.GetStatsResponse.FromString,
                 _registered_method=True)
+        self.BindSession = channel.unary_unary(
+                '/sandfleet.runtime.v1.SystemService/BindSession',
+                request_serializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.BindSessionRequest.SerializeToString,
+                response_deserializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.BindSessionResponse.FromString,
+                _registered_method=True)
 
 
 class SystemServiceServicer:
-    """SystemService reports on the sandbox as a whole: resource use for density and idle
-    reclaim decisions.
+    """SystemService reports on the sandbox as a whole (resource use for density and idle
+    reclaim decisions) and hands a warm sandbox to the session that claimed it.
     """
 
     def GetStats(self, request, context):
         """GetStats reports memory, processes and activity.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BindSession(self, request, context):
+        """BindSession hands a warm (pool) sandbox to one session without restarting it: from
+        then on only the new token is accepted, every bash session started afterwards sees the
+        session's environment, the bash sessions open before are closed, and the idle clock
+        restarts. The call carries the current token; binding again (rotating once more) is
+        allowed. INVALID_ARGUMENT (nothing changed) for a short token or a bad variable name.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -63,6 +79,11 @@ def add_SystemServiceServicer_to_server(servicer, server):
                     request_deserializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.GetStatsRequest.FromString,
                     response_serializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.GetStatsResponse.SerializeToString,
             ),
+            'BindSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.BindSession,
+                    request_deserializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.BindSessionRequest.FromString,
+                    response_serializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.BindSessionResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'sandfleet.runtime.v1.SystemService', rpc_method_handlers)
@@ -72,8 +93,8 @@ def add_SystemServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class SystemService:
-    """SystemService reports on the sandbox as a whole: resource use for density and idle
-    reclaim decisions.
+    """SystemService reports on the sandbox as a whole (resource use for density and idle
+    reclaim decisions) and hands a warm sandbox to the session that claimed it.
     """
 
     @staticmethod
@@ -93,6 +114,33 @@ class SystemService:
             '/sandfleet.runtime.v1.SystemService/GetStats',
             sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.GetStatsRequest.SerializeToString,
             sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.GetStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BindSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandfleet.runtime.v1.SystemService/BindSession',
+            sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.BindSessionRequest.SerializeToString,
+            sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.BindSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

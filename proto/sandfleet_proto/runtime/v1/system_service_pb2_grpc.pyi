@@ -27,8 +27,8 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class SystemServiceStub:
-    """SystemService reports on the sandbox as a whole: resource use for density and idle
-    reclaim decisions.
+    """SystemService reports on the sandbox as a whole (resource use for density and idle
+    reclaim decisions) and hands a warm sandbox to the session that claimed it.
     """
 
     @_typing.overload
@@ -37,20 +37,34 @@ class SystemServiceStub:
     def __new__(cls, channel: _aio.Channel) -> SystemServiceAsyncStub: ...
     GetStats: _grpc.UnaryUnaryMultiCallable[_system_service_pb2.GetStatsRequest, _system_service_pb2.GetStatsResponse]
     """GetStats reports memory, processes and activity."""
+    BindSession: _grpc.UnaryUnaryMultiCallable[_system_service_pb2.BindSessionRequest, _system_service_pb2.BindSessionResponse]
+    """BindSession hands a warm (pool) sandbox to one session without restarting it: from
+    then on only the new token is accepted, every bash session started afterwards sees the
+    session's environment, the bash sessions open before are closed, and the idle clock
+    restarts. The call carries the current token; binding again (rotating once more) is
+    allowed. INVALID_ARGUMENT (nothing changed) for a short token or a bad variable name.
+    """
 
 @_typing.type_check_only
 class SystemServiceAsyncStub(SystemServiceStub):
-    """SystemService reports on the sandbox as a whole: resource use for density and idle
-    reclaim decisions.
+    """SystemService reports on the sandbox as a whole (resource use for density and idle
+    reclaim decisions) and hands a warm sandbox to the session that claimed it.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     GetStats: _aio.UnaryUnaryMultiCallable[_system_service_pb2.GetStatsRequest, _system_service_pb2.GetStatsResponse]  # type: ignore[assignment]
     """GetStats reports memory, processes and activity."""
+    BindSession: _aio.UnaryUnaryMultiCallable[_system_service_pb2.BindSessionRequest, _system_service_pb2.BindSessionResponse]  # type: ignore[assignment]
+    """BindSession hands a warm (pool) sandbox to one session without restarting it: from
+    then on only the new token is accepted, every bash session started afterwards sees the
+    session's environment, the bash sessions open before are closed, and the idle clock
+    restarts. The call carries the current token; binding again (rotating once more) is
+    allowed. INVALID_ARGUMENT (nothing changed) for a short token or a bad variable name.
+    """
 
 class SystemServiceServicer(metaclass=_abc_1.ABCMeta):
-    """SystemService reports on the sandbox as a whole: resource use for density and idle
-    reclaim decisions.
+    """SystemService reports on the sandbox as a whole (resource use for density and idle
+    reclaim decisions) and hands a warm sandbox to the session that claimed it.
     """
 
     @_abc_1.abstractmethod
@@ -60,5 +74,18 @@ class SystemServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_system_service_pb2.GetStatsResponse, _abc.Awaitable[_system_service_pb2.GetStatsResponse]]:
         """GetStats reports memory, processes and activity."""
+
+    @_abc_1.abstractmethod
+    def BindSession(
+        self,
+        request: _system_service_pb2.BindSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_system_service_pb2.BindSessionResponse, _abc.Awaitable[_system_service_pb2.BindSessionResponse]]:
+        """BindSession hands a warm (pool) sandbox to one session without restarting it: from
+        then on only the new token is accepted, every bash session started afterwards sees the
+        session's environment, the bash sessions open before are closed, and the idle clock
+        restarts. The call carries the current token; binding again (rotating once more) is
+        allowed. INVALID_ARGUMENT (nothing changed) for a short token or a bad variable name.
+        """
 
 def add_SystemServiceServicer_to_server(servicer: SystemServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

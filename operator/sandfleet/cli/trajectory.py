@@ -1,0 +1,442 @@
+"""`sandfleet trajectory NAME`: a managed session's trajectory, from the operator's store."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import sys
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+from urllib.parse import quote
+
+from rich.console import Console
+from rich.text import Text
+
+from sandfleet.agent import ModelReplied, ObservationReceived, ToolCalled, TurnStarted
+from sandfleet.agent.events import one_line, summarize_arguments
+from sandfleet.cli.render import TraceRenderer, print_run_summary
+from sandfleet.cli.results import ExitCode, TaskOutcome
+from sandfleet.cli.run import run_until_interrupted
+from sandfleet.errors import SandfleetError
+from sandfleet.operator.trajectory_store import (
+    CHUNK_BYTES,
+    UID_HEADER,
+    DirectoryTrajectoryStore,
+    TrajectoryNameError,
+    read_chunks,
+    snapshot,
+    validate_name,
+    validate_namespace,
+    validate_uid,
+)
+from sandfleet.settings import Settings
+
+if TYPE_CHECKING:
+    # Imported where used: aiohttp costs a tenth of a second every other subcommand would pay.
+    import aiohttp
+
+DEFAULT_OPERATOR_NAMESPACE = "sandfleet-system"
+DEFAULT_OPERATOR_SERVICE = "sandfleet-operator"
+OPERATOR_PORT_NAME = "http"
+"""The operator Service's port that serves /metrics and /trajectories."""
+_CONNECT_TIMEOUT_S = 30.0
+_READ_TIMEOUT_S = 120.0
+_ERROR_BODY_BYTES = 64 * 1024
+
+EPILOG = """\
+sources: --store DIR reads the operator's trajectory directory directly; --operator-url URL
+asks the operator's HTTP port; otherwise the request goes through the Kubernetes API server's
+service proxy to the operator (needs `get services/proxy` in the operator's namespace).
+
+exit codes: 0 written; 1 no trajectory stored, or the operator or API server could not
+answer; 2 bad usage (an invalid name, no Kubernetes configuration); 130 interrupted.
+"""
+
+
+class TrajectoryFetchError(SandfleetError):
+    """The trajectory could not be fetched; the message says from where and why."""
+
+
+class TrajectoryNotFoundError(TrajectoryFetchError):
+    """The source answered, and it stores no trajectory for that session (or uid)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Fetched:
+    uid: str | None
+    """The run the records belong to, when the source says."""
+    chunks: AsyncGenerator[bytes, None]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", metavar="NAME", help="the SandboxSession's name")
+    parser.add_argument(
+        "--namespace", "-n", metavar="NS",
+        help="the session's namespace (default: the kubeconfig context's, else 'default')",
+    )  # fmt: skip
+    parser.add_argument(
+        "--uid", metavar="UID", help="a specific run of the session (default: the latest)"
+    )
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--store", type=Path, metavar="DIR",
+        help="read the trajectory directory directly (on the operator's volume)",
+    )  # fmt: skip
+    source.add_argument(
+        "--operator-url", dest="operator_url", metavar="URL",
+        help="the operator's HTTP port, e.g. http://localhost:8080",
+    )  # fmt: skip
+    parser.add_argument(
+        "--output", "-o", type=Path, metavar="FILE",
+        help="write the JSON Lines to FILE instead of stdout",
+    )  # fmt: skip
+    parser.add_argument(
+        "--render", action="store_true",
+        help="print a readable trace instead of JSON Lines (with -o, the file still gets them)",
+    )  # fmt: skip
+    cluster = parser.add_argument_group("cluster (the default source)")
+    cluster.add_argument("--kubeconfig", type=Path, metavar="PATH", help="default as kubectl")
+    cluster.add_argument(
+        "--operator-namespace", dest="operator_namespace", metavar="NS",
+        default=DEFAULT_OPERATOR_NAMESPACE, help=f"default {DEFAULT_OPERATOR_NAMESPACE}",
+    )  # fmt: skip
+    cluster.add_argument(
+        "--operator-service", dest="operator_service", metavar="NAME",
+        default=DEFAULT_OPERATOR_SERVICE, help=f"default {DEFAULT_OPERATOR_SERVICE}",
+    )  # fmt: skip
+
+
+def trajectory_path(namespace: str, name: str, uid: str | None = None) -> str:
+    """The operator's HTTP path of a session's trajectory (validated names)."""
+    path = f"/trajectories/{validate_namespace(namespace)}/{validate_name(name)}"
+    return path if uid is None else f"{path}?uid={quote(validate_uid(uid))}"
+
+
+def service_proxy_path(
+    namespace: str,
+    name: str,
+    *,
+    operator_namespace: str,
+    operator_service: str,
+    port_name: str = OPERATOR_PORT_NAME,
+    uid: str | None = None,
+) -> str:
+    """The API server path that proxies to the operator Service's trajectory endpoint."""
+    service = f"{validate_name(operator_service)}:{port_name}"
+    return (
+        f"/api/v1/namespaces/{validate_namespace(operator_namespace)}/services/{service}/proxy"
+        + trajectory_path(namespace, name, uid)
+    )
+
+
+def trajectory_command(args: argparse.Namespace, settings: Settings, console: Console) -> int:
+    errors = Console(stderr=True, highlight=False)
+    try:
+        validate_name(args.name)
+        for value, validate in ((args.namespace, validate_namespace), (args.uid, validate_uid)):
+            if value is not None:
+                validate(value)
+        written = run_until_interrupted(_fetch_and_write(args, console))
+    except (TrajectoryFetchError, _UsageError, TrajectoryNameError) as error:
+        errors.print(Text.assemble(("error: ", "red"), str(error)))
+        failed = isinstance(error, TrajectoryFetchError)
+        return ExitCode.NOT_SUBMITTED if failed else ExitCode.USAGE
+    except BrokenPipeError:
+        # The reader (`| head`) has enough; point stdout at /dev/null so the interpreter's
+        # final flush does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return ExitCode.OK
+    if written is None:
+        errors.print("interrupted")
+        return ExitCode.CANCELLED
+    if args.output is not None:
+        size, uid = written
+        errors.print(f"wrote {size} bytes of run {uid or '?'} to {args.output}")
+    return ExitCode.OK
+
+
+class _UsageError(SandfleetError):
+    """The command cannot run as asked (no Kubernetes configuration)."""
+
+
+async def _fetch_and_write(args: argparse.Namespace, console: Console) -> tuple[int, str | None]:
+    """Bytes written and the run's uid (when the source names it)."""
+    async with _open_source(args) as fetched:
+        render = _RecordRenderer(console) if args.render else None
+        return await _write(fetched, output=args.output, render=render), fetched.uid
+
+
+@contextlib.asynccontextmanager
+async def _open_source(args: argparse.Namespace) -> AsyncIterator[Fetched]:
+    if args.store is not None:
+        yield await _from_store(args.store, args.namespace or "default", args.name, args.uid)
+        return
+    import aiohttp
+
+    # No total limit: a big trajectory over a slow link may take long; a stalled one may not.
+    timeout = aiohttp.ClientTimeout(sock_connect=_CONNECT_TIMEOUT_S, sock_read=_READ_TIMEOUT_S)
+    if args.operator_url is not None:
+        url = args.operator_url.rstrip("/") + trajectory_path(
+            args.namespace or "default", args.name, args.uid
+        )
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            yield await _from_http(session, url, what="the operator at " + args.operator_url)
+        return
+    async with _api_server_session(args.kubeconfig, timeout) as api:
+        path = service_proxy_path(
+            args.namespace or api.context_namespace,
+            args.name,
+            operator_namespace=args.operator_namespace,
+            operator_service=args.operator_service,
+            uid=args.uid,
+        )
+        what = (
+            f"the operator service {args.operator_namespace}/{args.operator_service} "
+            f"through the API server {api.server}"
+        )
+        hints = {
+            401: "are the kubeconfig's credentials still valid?",
+            403: f"may you get services/proxy in namespace {args.operator_namespace}?",
+            503: "is the operator running and ready?",
+        }
+        yield await _from_http(
+            api.session,
+            api.server + path,
+            what=what,
+            server_hostname=api.tls_server_name,
+            hints=hints,
+        )
+
+
+async def _from_store(root: Path, namespace: str, name: str, uid: str | None) -> Fetched:
+    store = DirectoryTrajectoryStore(root)
+    path = await (
+        store.latest(namespace, name) if uid is None else store.path(namespace, name, uid)
+    )
+    which = f"{namespace}/{name}" + (f" uid {uid}" if uid else "")
+    if path is None:
+        raise TrajectoryNotFoundError(f"no trajectory stored for session {which} in {root}")
+    try:
+        trajectory = await snapshot(path)
+    except OSError as error:
+        raise TrajectoryFetchError(f"cannot read {path}: {error}") from error
+    return Fetched(uid=trajectory.uid, chunks=read_chunks(trajectory))
+
+
+async def _from_http(
+    session: aiohttp.ClientSession,
+    url: str,
+    *,
+    what: str,
+    server_hostname: str | None = None,
+    hints: Mapping[int, str] | None = None,
+) -> Fetched:
+    """The response's body as chunks; an error answer raises with its message and, when
+    `hints` has one for the status, a hint on the likely cause."""
+    import aiohttp
+
+    try:
+        response = await session.get(url, server_hostname=server_hostname)
+    except aiohttp.ClientError as error:
+        raise TrajectoryFetchError(f"cannot reach {what}: {error}") from error
+    if response.status != 200:
+        try:
+            body = await response.content.read(_ERROR_BODY_BYTES)
+        except aiohttp.ClientError:
+            body = b""
+        finally:
+            response.release()
+        message = _error_message(response.status, body)
+        if response.status == 404 and _is_ours(body):
+            raise TrajectoryNotFoundError(f"{what} answered {response.status}: {message}")
+        hint = (hints or {}).get(response.status)
+        message = f"{message} ({hint})" if hint else message
+        raise TrajectoryFetchError(f"{what} answered {response.status}: {message}")
+    return Fetched(uid=response.headers.get(UID_HEADER), chunks=_body_chunks(response, what))
+
+
+async def _body_chunks(response: aiohttp.ClientResponse, what: str) -> AsyncGenerator[bytes, None]:
+    import aiohttp
+
+    try:
+        async for chunk in response.content.iter_chunked(CHUNK_BYTES):
+            yield chunk
+    except aiohttp.ClientError as error:  # cut off: fewer bytes than the Content-Length
+        raise TrajectoryFetchError(f"the transfer from {what} broke off: {error}") from error
+    finally:
+        response.release()
+
+
+def _decoded(body: bytes) -> dict[str, Any]:
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return {}
+    return document if isinstance(document, dict) else {}
+
+
+def _is_ours(body: bytes) -> bool:
+    """The operator's own 404 (no trajectory), as opposed to the API server's (no service)."""
+    return "error" in _decoded(body)
+
+
+def _error_message(status: int, body: bytes) -> str:
+    document = _decoded(body)
+    if "error" in document:  # the operator's answer
+        return str(document["error"])
+    if document.get("kind") == "Status":  # the API server's (no such service, forbidden)
+        return str(document.get("message") or document.get("reason") or status)
+    text = body.decode(errors="replace").strip()
+    return one_line(text, 300) if text else f"HTTP {status}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _ApiServer:
+    session: aiohttp.ClientSession
+    """Sends the kubeconfig's credentials (bearer token, client certificate)."""
+    server: str
+    context_namespace: str
+    tls_server_name: str | None
+
+
+@contextlib.asynccontextmanager
+async def _api_server_session(
+    kubeconfig: Path | None, timeout: aiohttp.ClientTimeout
+) -> AsyncIterator[_ApiServer]:
+    """An HTTP session that authenticates to the API server the way the kubeconfig says."""
+    import aiohttp
+
+    from sandfleet.kube.config import KubeConfig
+    from sandfleet.kube.errors import KubeConfigError
+
+    try:
+        config = KubeConfig.load(kubeconfig)
+        ssl_context = config.ssl_context()
+    except (KubeConfigError, OSError, ValueError) as error:
+        raise _UsageError(f"no usable Kubernetes configuration: {error}") from error
+    token = config.bearer_token()
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    connector = aiohttp.TCPConnector(ssl=ssl_context)
+    async with aiohttp.ClientSession(
+        timeout=timeout, headers=headers, connector=connector
+    ) as session:
+        yield _ApiServer(session, config.server, config.namespace, config.tls_server_name)
+
+
+async def _write(fetched: Fetched, *, output: Path | None, render: _RecordRenderer | None) -> int:
+    """Copy the records to -o FILE (renamed into place once complete) or stdout, and/or to
+    the renderer; returns the bytes received."""
+    if output is None:
+        return await _copy(fetched.chunks, None if render else sys.stdout.buffer, render)
+    partial = output.with_name(output.name + ".part")
+    try:
+        raw = partial.open("wb")
+    except OSError as error:
+        raise _UsageError(f"cannot write {output}: {error}") from error
+    try:
+        with raw:
+            received = await _copy(fetched.chunks, raw, render)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    os.replace(partial, output)
+    return received
+
+
+async def _copy(
+    chunks: AsyncGenerator[bytes, None], raw: BinaryIO | None, render: _RecordRenderer | None
+) -> int:
+    # Synchronous writes: the command has nothing else to do meanwhile, and a slow reader of
+    # stdout should slow the download down.
+    lines = _LineSplitter()
+    received = 0
+    async with contextlib.aclosing(chunks) as stream:
+        async for chunk in stream:
+            received += len(chunk)
+            if raw is not None:
+                raw.write(chunk)
+            if render is not None:
+                for line in lines.feed(chunk):
+                    render(line)
+    if raw is not None:
+        raw.flush()
+    return received
+
+
+class _LineSplitter:
+    """Whole lines out of a byte stream; memory holds at most one record's bytes."""
+
+    def __init__(self) -> None:
+        self._pending = bytearray()
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        if b"\n" not in chunk:  # part of a long record: extend, do not re-copy what we hold
+            self._pending += chunk
+            return []
+        head, *middle, tail = chunk.split(b"\n")
+        first = bytes(self._pending) + head
+        self._pending = bytearray(tail)
+        return [line for line in (first, *middle) if line.strip()]
+
+
+class _RecordRenderer:
+    """Trajectory records as the live trace of `sandfleet run` shows them, then the summary."""
+
+    def __init__(self, console: Console) -> None:
+        self._console = console
+        self._trace = TraceRenderer(console)
+        self._task_id = ""
+        self._max_turns = 0
+        self._turn = 0
+
+    def __call__(self, line: bytes) -> None:
+        try:
+            self._render(_decoded(line))
+        except (TypeError, ValueError):  # a record of an unexpected shape: the trace skips it
+            return
+
+    def _render(self, record: dict[str, Any]) -> None:
+        kind = record.get("kind")
+        if kind == "meta":
+            self._task_id = str(record.get("task_id", ""))
+            self._max_turns = int(record.get("max_turns") or 0)
+            self._console.print(
+                Text.assemble(
+                    ("task ", "bold"), self._task_id,
+                    ("   model ", "bold"), str(record.get("model", "?")),
+                    ("   started ", "bold"), str(record.get("started_at", "?")),
+                )
+            )  # fmt: skip
+            return
+        turn = record.get("turn")
+        if isinstance(turn, int) and turn > self._turn:
+            self._turn = turn
+            self._trace(TurnStarted(self._task_id, turn, self._max_turns))
+        if kind == "message" and record.get("role") == "assistant":
+            text = one_line(str(record.get("content") or ""))
+            self._trace(ModelReplied(self._task_id, self._turn, text, 0, 0.0))
+        elif kind == "tool_call":
+            name = str(record.get("name", "?"))
+            summary = summarize_arguments(name, str(record.get("arguments", "")))
+            self._trace(ToolCalled(self._task_id, self._turn, name, summary))
+        elif kind == "observation":
+            output = one_line(str(record.get("output", "")))
+            duration_s = float(record.get("duration_s") or 0.0)
+            name = str(record.get("name", "?"))
+            self._trace(ObservationReceived(self._task_id, self._turn, name, output, duration_s))
+        elif kind == "result":
+            self._summary(record)
+
+    def _summary(self, record: dict[str, Any]) -> None:
+        fields = {**record, "id": record.get("task_id") or self._task_id, "trajectory": None}
+        fields["total_time_s"] = record.get("wall_time_s", 0.0)
+        try:
+            outcome = TaskOutcome.from_record(fields)
+        except TypeError:  # a result record without the fields a summary needs
+            return
+        print_run_summary(self._console, outcome)

@@ -1,0 +1,21 @@
+"""The Kubernetes backend of the SDK and CLI: SandboxSession objects made, followed, used."""
+
+from __future__ import annotations
+
+from sandfleet.cluster.manifests import ManifestError
+from sandfleet.cluster.sandbox import ClusterSandbox, SessionFailedError, cluster_sandbox
+from sandfleet.cluster.sessions import SessionClient, SessionGoneError, SessionWaitTimeoutError
+from sandfleet.cluster.status import AgentProgress, Condition, SessionState
+
+__all__ = [
+    "AgentProgress",
+    "ClusterSandbox",
+    "Condition",
+    "ManifestError",
+    "SessionClient",
+    "SessionFailedError",
+    "SessionGoneError",
+    "SessionState",
+    "SessionWaitTimeoutError",
+    "cluster_sandbox",
+]

@@ -1,0 +1,77 @@
+"""Managed sessions end to end: the operator drives a scripted model's loop in a real pod."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+
+from tests.cluster.kube_api import KubeApi
+from tests.cluster.operator_harness import (
+    OperatorProcess,
+    condition,
+    create_session,
+    phase_is,
+    wait_no_leftovers,
+    wait_session,
+)
+from tests.support.scripted_openai import Fail, Reply, ScriptedOpenAIServer, bash, submit
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+
+def agent_spec(model: ScriptedOpenAIServer, **extra: object) -> dict[str, object]:
+    return {"model": "scripted", "baseURL": model.base_url, "prompt": "write 42", **extra}
+
+
+def fetch_trajectory(operator: OperatorProcess, ns: str, name: str) -> list[dict[str, object]]:
+    url = f"{operator.http_url}/trajectories/{ns}/{name}"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return [json.loads(line) for line in response.read().decode().splitlines()]
+
+
+async def test_a_managed_session_runs_to_succeeded_and_its_sandbox_is_reclaimed(
+    kube: KubeApi, namespace: str, operator: OperatorProcess
+) -> None:
+    script = [
+        Reply(
+            tool_calls=[bash("mkdir -p /testbed/output && echo 42 > /testbed/output/answer.txt")]
+        ),
+        Reply(tool_calls=[submit()], prompt_tokens=20, completion_tokens=7),
+    ]
+    async with ScriptedOpenAIServer(script) as model:
+        await create_session(
+            kube,
+            namespace,
+            "solve",
+            {"agent": agent_spec(model, maxTurns=5), "env": [{"name": "ANSWER", "value": "42"}]},
+        )
+        body = await wait_session(kube, namespace, "solve", phase_is("Succeeded", "Failed"))
+
+    status = body["status"]
+    assert status["phase"] == "Succeeded", status
+    assert condition(body, "Completed")["reason"] == "Submitted"
+    assert condition(body, "Ready")["status"] == "False"
+    assert status["agent"]["turns"] == 2
+    assert status["agent"]["stopReason"] == "submitted"
+    assert status["agent"]["result"] == "42"
+    assert status["agent"]["promptTokens"] == 30
+    assert status["observedGeneration"] == body["metadata"]["generation"]
+    kinds = [r["kind"] for r in fetch_trajectory(operator, namespace, "solve")]
+    assert kinds[0] == "meta"
+    assert kinds[-1] == "result"
+    await wait_no_leftovers(kube, namespace)
+
+
+async def test_a_rejected_model_request_fails_the_session_with_the_reason(
+    kube: KubeApi, namespace: str, operator: OperatorProcess
+) -> None:
+    async with ScriptedOpenAIServer([Fail(401, "invalid api key")]) as model:
+        await create_session(kube, namespace, "denied", {"agent": agent_spec(model)})
+        body = await wait_session(kube, namespace, "denied", phase_is("Succeeded", "Failed"))
+    assert body["status"]["phase"] == "Failed"
+    completed = condition(body, "Completed")
+    assert completed["reason"] == "ModelError"
+    assert "invalid api key" in completed["message"]
+    await wait_no_leftovers(kube, namespace)

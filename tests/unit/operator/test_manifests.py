@@ -1,0 +1,451 @@
+"""The CRDs, the examples, the RBAC manifests and sandfleet.operator.models agree (no cluster)."""
+
+from __future__ import annotations
+
+import enum
+import functools
+import types
+import typing
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import pytest
+import yaml
+from pydantic.fields import FieldInfo
+
+from sandfleet.operator import api
+from sandfleet.operator.models import (
+    FileSource,
+    SandboxPoolSpec,
+    SandboxSessionSpec,
+    SandboxTemplateSpec,
+)
+
+MANIFESTS = Path(__file__).resolve().parents[3] / "manifests"
+Schema = dict[str, Any]
+
+CRD_FILES = {
+    api.SESSION_KIND: MANIFESTS / "crds" / f"{api.SESSION_PLURAL}.{api.GROUP}.yaml",
+    api.TEMPLATE_KIND: MANIFESTS / "crds" / f"{api.TEMPLATE_PLURAL}.{api.GROUP}.yaml",
+    api.POOL_KIND: MANIFESTS / "crds" / f"{api.POOL_PLURAL}.{api.GROUP}.yaml",
+}
+PLURALS = {
+    api.SESSION_KIND: api.SESSION_PLURAL,
+    api.TEMPLATE_KIND: api.TEMPLATE_PLURAL,
+    api.POOL_KIND: api.POOL_PLURAL,
+}
+SHORT_NAMES = {api.SESSION_KIND: "sbx", api.TEMPLATE_KIND: "sbxt", api.POOL_KIND: "sbxp"}
+SPEC_MODELS: dict[str, type[pydantic.BaseModel]] = {
+    api.SESSION_KIND: SandboxSessionSpec,
+    api.TEMPLATE_KIND: SandboxTemplateSpec,
+    api.POOL_KIND: SandboxPoolSpec,
+}
+ALL_CRD_FILES = sorted((MANIFESTS / "crds").glob("*.yaml"))
+EXAMPLES = sorted((MANIFESTS / "examples").glob("*.yaml"))
+
+
+def documents(path: Path) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+@functools.cache
+def crd(kind: str) -> dict[str, Any]:
+    (only,) = documents(CRD_FILES[kind])
+    return only
+
+
+def version(kind: str) -> dict[str, Any]:
+    (only,) = crd(kind)["spec"]["versions"]
+    return typing.cast(dict[str, Any], only)
+
+
+def schema(kind: str) -> Schema:
+    return typing.cast(Schema, version(kind)["schema"]["openAPIV3Schema"])
+
+
+def nodes(node: Schema, path: str, via: str = "root") -> Iterator[tuple[str, Schema, str]]:
+    """Every schema node below (and including) node: (readable path, node, how it was reached:
+    root, property, items or values)."""
+    yield path, node, via
+    for name, child in node.get("properties", {}).items():
+        yield from nodes(child, f"{path}.{name}", "property")
+    if "items" in node:
+        yield from nodes(node["items"], f"{path}[]", "items")
+    if isinstance(node.get("additionalProperties"), dict):
+        yield from nodes(node["additionalProperties"], f"{path}{{}}", "values")
+
+
+def all_schemas() -> Iterator[tuple[str, Schema]]:
+    for path in ALL_CRD_FILES:
+        for doc in documents(path):
+            for v in doc["spec"]["versions"]:
+                yield f"{doc['metadata']['name']}/{v['name']}", v["schema"]["openAPIV3Schema"]
+
+
+# ---- the CRDs on their own -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", CRD_FILES)
+def test_each_crd_is_a_namespaced_sandfleet_kind_kubectl_finds_by_short_name(kind: str) -> None:
+    spec = crd(kind)["spec"]
+    assert crd(kind)["metadata"]["name"] == f"{PLURALS[kind]}.{api.GROUP}"
+    assert (spec["group"], spec["scope"]) == (api.GROUP, "Namespaced")
+    assert spec["names"]["kind"] == kind
+    assert spec["names"]["plural"] == PLURALS[kind]
+    assert spec["names"]["shortNames"] == [SHORT_NAMES[kind]]
+    assert spec["names"]["categories"] == ["sandfleet"]
+    assert (version(kind)["name"], version(kind)["served"], version(kind)["storage"]) == (
+        api.VERSION,
+        True,
+        True,
+    )
+
+
+@pytest.mark.parametrize(("name", "root"), list(all_schemas()), ids=[n for n, _ in all_schemas()])
+def test_every_schema_node_has_a_type_and_a_description(name: str, root: Schema) -> None:
+    # Structural: the API server prunes, defaults and validates by type.
+    assert [p for p, n, _ in nodes(root, name) if "type" not in n] == []
+    # What kubectl explain shows: every field, and every object inside a list or map (plain
+    # list items and map values are described by their list or map). The API server allows
+    # nothing but a type on metadata.
+    undescribed = [
+        p
+        for p, n, via in nodes(root, name)
+        if "description" not in n
+        and p != f"{name}.metadata"
+        and (via in ("root", "property") or "properties" in n)
+    ]
+    assert undescribed == []
+
+
+@pytest.mark.parametrize("kind", CRD_FILES)
+def test_no_sandfleet_field_escapes_pruning(kind: str) -> None:
+    preserved = [
+        p for p, n, _ in nodes(schema(kind), kind) if "x-kubernetes-preserve-unknown-fields" in n
+    ]
+    assert preserved == []
+
+
+def test_session_printer_columns_show_phase_readiness_turns_and_pod() -> None:
+    columns = {c["name"]: c for c in version(api.SESSION_KIND)["additionalPrinterColumns"]}
+    default_view = [n for n, c in columns.items() if not c.get("priority")]
+    assert default_view == ["Phase", "Ready", "Turns", "Pod", "Age"]
+    assert columns["Ready"]["jsonPath"] == '.status.conditions[?(@.type=="Ready")].status'
+    assert columns["Turns"]["jsonPath"] == ".status.agent.turns"
+    assert columns["Age"]["jsonPath"] == ".metadata.creationTimestamp"
+
+
+def test_pool_printer_columns_show_desired_and_ready_replicas() -> None:
+    columns = version(api.POOL_KIND)["additionalPrinterColumns"]
+    default_view = [(c["name"], c["jsonPath"]) for c in columns if not c.get("priority")]
+    assert default_view == [
+        ("Desired", ".spec.replicas"),
+        ("Ready", ".status.replicas"),
+        ("Age", ".metadata.creationTimestamp"),
+    ]
+
+
+def test_sessions_and_pools_have_a_status_subresource_and_pools_scale() -> None:
+    assert version(api.SESSION_KIND)["subresources"] == {"status": {}}
+    assert version(api.POOL_KIND)["subresources"] == {
+        "status": {},
+        "scale": {
+            "specReplicasPath": ".spec.replicas",
+            "statusReplicasPath": ".status.replicas",
+            "labelSelectorPath": ".status.selector",
+        },
+    }
+
+
+def test_status_has_every_field_the_operator_writes() -> None:
+    status = schema(api.SESSION_KIND)["properties"]["status"]["properties"]
+    assert set(status) == {
+        "phase", "observedGeneration", "conditions", "podName", "podIP", "nodeName",
+        "poolName", "tokenSecretName", "startTime", "readyTime", "completionTime",
+        "restarts", "reclaimReason", "trajectory", "agent",
+    }  # fmt: skip
+    assert set(status["agent"]["properties"]) == {
+        "turns", "promptTokens", "completionTokens", "stopReason", "result", "error",
+    }  # fmt: skip
+    assert status["agent"]["properties"]["result"]["maxLength"] == 4096
+    assert status["phase"]["enum"] == [p.value for p in api.Phase]
+    pool_status = schema(api.POOL_KIND)["properties"]["status"]["properties"]
+    assert set(pool_status) == {
+        "replicas", "startingReplicas", "claims", "selector", "observedGeneration", "conditions",
+    }  # fmt: skip
+    for conditions in (status["conditions"], pool_status["conditions"]):
+        assert conditions["x-kubernetes-list-type"] == "map"
+        assert conditions["x-kubernetes-list-map-keys"] == ["type"]
+        assert set(conditions["items"]["properties"]) == {
+            "type", "status", "reason", "message", "lastTransitionTime", "observedGeneration",
+        }  # fmt: skip
+
+
+def test_pod_settings_are_the_same_schema_wherever_they_appear() -> None:
+    def without_descriptions(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: without_descriptions(v) for k, v in node.items() if k != "description"}
+        return node
+
+    session_pod = schema(api.SESSION_KIND)["properties"]["spec"]["properties"]["template"]
+    pool_pod = schema(api.POOL_KIND)["properties"]["spec"]["properties"]["template"]
+    template_pod = dict(schema(api.TEMPLATE_KIND)["properties"]["spec"]["properties"]["pod"])
+    template_pod.pop("default")
+    assert without_descriptions(session_pod) == without_descriptions(pool_pod)
+    assert without_descriptions(session_pod) == without_descriptions(template_pod)
+
+
+def test_spec_fields_of_a_running_session_are_immutable_except_lifecycle() -> None:
+    rules = schema(api.SESSION_KIND)["properties"]["spec"]["x-kubernetes-validations"]
+    immutable = {r["fieldPath"].lstrip(".") for r in rules if "oldSelf" in r["rule"]}
+    assert immutable == {"agent", "template", "templateRef", "poolRef", "files", "env", "network"}
+
+
+# ---- the CRDs against the models -------------------------------------------------------
+
+
+def field_alias(name: str, field: FieldInfo) -> str:
+    assert field.alias is not None, name  # the models generate camelCase aliases
+    return field.alias
+
+
+def unwrap(annotation: Any) -> tuple[str, Any]:
+    """(shape, inner type): shape is scalar, array or map; Optional is looked through."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        (inner,) = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return unwrap(inner)
+    if origin is tuple:
+        return "array", typing.get_args(annotation)[0]
+    if origin is dict:
+        return "map", typing.get_args(annotation)[1]
+    return "scalar", annotation
+
+
+def pairs(
+    model: type[pydantic.BaseModel], node: Schema, path: str
+) -> Iterator[tuple[str, FieldInfo, Any, Schema]]:
+    """(path, field, inner type, property schema) for every field the model and schema share,
+    at every depth; a field on one side only fails the test that walks this."""
+    properties = node["properties"]
+    aliases = {field_alias(n, f): f for n, f in model.model_fields.items()}
+    assert set(aliases) == set(properties), path
+    for alias, field in aliases.items():
+        prop = properties[alias]
+        shape, inner = unwrap(field.annotation)
+        if shape == "array":
+            assert prop["type"] == "array", f"{path}.{alias}"
+            element = prop["items"]
+        elif shape == "map":
+            assert prop["type"] == "object", f"{path}.{alias}"
+            element = prop["additionalProperties"]
+        else:
+            element = prop
+        yield f"{path}.{alias}", field, inner, prop
+        if isinstance(inner, type) and issubclass(inner, pydantic.BaseModel):
+            assert element["type"] == "object", f"{path}.{alias}"
+            yield from pairs(inner, element, f"{path}.{alias}")
+
+
+def spec_pairs(kind: str) -> list[tuple[str, FieldInfo, Any, Schema]]:
+    return list(pairs(SPEC_MODELS[kind], schema(kind)["properties"]["spec"], "spec"))
+
+
+def json_type(inner: Any) -> str:
+    if isinstance(inner, type) and issubclass(inner, pydantic.BaseModel):
+        return "object"
+    if isinstance(inner, type) and issubclass(inner, bool):
+        return "boolean"
+    if isinstance(inner, type) and issubclass(inner, int):
+        return "integer"
+    return "string"  # str, StrEnum and Literal of strings
+
+
+@pytest.mark.parametrize("kind", CRD_FILES)
+def test_model_fields_and_crd_spec_properties_agree_at_every_depth(kind: str) -> None:
+    for path, _field, inner, prop in spec_pairs(kind):
+        element = prop.get("items") or prop.get("additionalProperties") or prop
+        if isinstance(element, dict):
+            assert element["type"] == json_type(inner), path
+
+
+@pytest.mark.parametrize("kind", CRD_FILES)
+def test_required_fields_are_the_models_fields_without_defaults(kind: str) -> None:
+    objects = [("spec", SPEC_MODELS[kind], schema(kind)["properties"]["spec"])]
+    objects += [(p, inner, prop) for p, _, inner, prop in spec_pairs(kind)]
+    for path, inner, prop in objects:
+        if isinstance(inner, type) and issubclass(inner, pydantic.BaseModel):
+            required = {field_alias(n, f) for n, f in inner.model_fields.items() if f.is_required()}
+            assert set(prop.get("items", prop).get("required", [])) == required, path
+
+
+@pytest.mark.parametrize("kind", CRD_FILES)
+def test_crd_defaults_are_the_model_defaults(kind: str) -> None:
+    defaulted = [(p, f, prop) for p, f, _, prop in spec_pairs(kind) if "default" in prop]
+    assert defaulted  # e.g. maxTurns, workdir, replicas: a test that checks something
+    for path, field, prop in defaulted:
+        assert field.annotation is not None, path
+        as_model = pydantic.TypeAdapter(field.annotation).validate_python(prop["default"])
+        assert as_model == field.default, path
+
+
+@pytest.mark.parametrize("kind", CRD_FILES)
+def test_enums_list_exactly_the_values_the_models_accept(kind: str) -> None:
+    for path, _field, inner, prop in spec_pairs(kind):
+        element = prop.get("items", prop)
+        if isinstance(inner, type) and issubclass(inner, enum.Enum):
+            assert element["enum"] == [e.value for e in inner], path
+        elif typing.get_origin(inner) is typing.Literal:
+            assert element["enum"] == list(typing.get_args(inner)), path
+        else:
+            assert "enum" not in element, path
+
+
+# ---- the examples ----------------------------------------------------------------------
+
+
+def example_objects() -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (f"{path.name}:{doc['metadata']['name']}", doc)
+        for path in EXAMPLES
+        for doc in documents(path)
+        if doc["apiVersion"] == api.API_VERSION
+    ]
+
+
+@pytest.mark.parametrize(("name", "obj"), example_objects(), ids=[n for n, _ in example_objects()])
+def test_every_example_parses_into_its_spec_model(name: str, obj: dict[str, Any]) -> None:
+    SPEC_MODELS[obj["kind"]].model_validate(obj["spec"])
+    assert "namespace" not in obj["metadata"], name  # applied with kubectl -n
+
+
+def unknown_fields(value: Any, node: Schema, path: str) -> Iterator[str]:
+    """Fields of value the schema does not know: the API server would silently drop them."""
+    if isinstance(value, dict) and "properties" in node:
+        for key, child in value.items():
+            if key not in node["properties"]:
+                yield f"{path}.{key}"
+            else:
+                yield from unknown_fields(child, node["properties"][key], f"{path}.{key}")
+    elif isinstance(value, list) and "items" in node:
+        for index, item in enumerate(value):
+            yield from unknown_fields(item, node["items"], f"{path}[{index}]")
+
+
+@pytest.mark.parametrize(("name", "obj"), example_objects(), ids=[n for n, _ in example_objects()])
+def test_examples_use_only_fields_the_crd_knows(name: str, obj: dict[str, Any]) -> None:
+    spec_schema = schema(obj["kind"])["properties"]["spec"]
+    assert list(unknown_fields(obj["spec"], spec_schema, name)) == []
+
+
+def test_examples_show_every_way_to_use_the_api() -> None:
+    specs = {name.split(":")[1]: (obj["kind"], obj["spec"]) for name, obj in example_objects()}
+    kinds = [kind for kind, _ in specs.values()]
+    sessions = [
+        SandboxSessionSpec.model_validate(spec)
+        for kind, spec in specs.values()
+        if kind == api.SESSION_KIND
+    ]
+    assert api.TEMPLATE_KIND in kinds and api.POOL_KIND in kinds
+    assert any(not s.managed and s.pool_ref is None and s.template_ref is None for s in sessions)
+    assert any(s.pool_ref is not None for s in sessions)
+    assert any(s.template_ref is not None and s.managed for s in sessions)
+    managed = [
+        s
+        for s in sessions
+        if s.agent is not None
+        and s.agent.api_key_secret_ref is not None
+        and any(f.config_map_key_ref is not None for f in s.files)
+    ]
+    assert managed, "a managed session with apiKeySecretRef and files from a ConfigMap"
+    config_maps = {
+        doc["metadata"]["name"]: doc["data"]
+        for path in EXAMPLES
+        for doc in documents(path)
+        if doc["kind"] == "ConfigMap"
+    }
+    for file in (f for s in managed for f in s.files if f.config_map_key_ref is not None):
+        ref = file.config_map_key_ref
+        assert ref is not None and ref.key in config_maps[ref.name]
+
+
+def test_the_models_enforce_the_crds_cel_rules_too() -> None:
+    with pytest.raises(pydantic.ValidationError, match="at most one of templateRef"):
+        SandboxSessionSpec.model_validate({"template": {}, "poolRef": {"name": "p"}})
+    with pytest.raises(pydantic.ValidationError, match="exactly one of content"):
+        FileSource.model_validate(
+            {"path": "a", "content": "x", "secretKeyRef": {"name": "s", "key": "k"}}
+        )
+    with pytest.raises(pydantic.ValidationError, match="at most one of templateRef"):
+        SandboxPoolSpec.model_validate({"template": {}, "templateRef": {"name": "t"}})
+
+
+# ---- RBAC and kopf peering -------------------------------------------------------------
+
+SESSIONS, POOLS, TEMPLATES = api.SESSION_PLURAL, api.POOL_PLURAL, api.TEMPLATE_PLURAL
+OPERATOR_CALLS = {
+    (group, resource, verb)
+    for group, resources, verbs in [
+        (api.GROUP, [SESSIONS, POOLS, TEMPLATES], ["get", "list", "watch", "patch"]),
+        (api.GROUP, [SESSIONS], ["delete"]),
+        (api.GROUP, [f"{SESSIONS}/status", f"{POOLS}/status"], ["get", "patch"]),
+        (api.GROUP, [f"{SESSIONS}/finalizers", f"{POOLS}/finalizers"], ["update"]),
+        ("", ["pods"], ["get", "list", "watch", "create", "patch", "delete"]),
+        ("", ["secrets"], ["get", "list", "create", "delete"]),
+        ("", ["configmaps"], ["get"]),
+        ("networking.k8s.io", ["networkpolicies"], ["get", "list", "create", "delete"]),
+        ("", ["events"], ["create", "patch"]),
+        ("events.k8s.io", ["events"], ["create", "patch"]),
+        ("kopf.dev", ["kopfpeerings", "clusterkopfpeerings"], ["get", "list", "watch", "patch"]),
+        ("apiextensions.k8s.io", ["customresourcedefinitions"], ["list", "watch"]),
+        ("", ["namespaces"], ["list", "watch"]),
+    ]
+    for resource in resources
+    for verb in verbs
+}
+"""What the operator calls (OPERATOR.md): the ClusterRole must grant this and nothing more."""
+
+
+def test_cluster_role_grants_exactly_the_calls_the_operator_makes() -> None:
+    (role,) = documents(MANIFESTS / "rbac" / "cluster-role.yaml")
+    granted = [
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    ]
+    assert len(granted) == len(set(granted))  # no rule repeats another
+    assert set(granted) == OPERATOR_CALLS
+    assert all("resourceNames" not in rule and "*" not in str(rule) for rule in role["rules"])
+
+
+def test_the_binding_gives_the_role_to_the_operators_service_account() -> None:
+    namespace, account = documents(MANIFESTS / "rbac" / "service-account.yaml")
+    (binding,) = documents(MANIFESTS / "rbac" / "cluster-role-binding.yaml")
+    (role,) = documents(MANIFESTS / "rbac" / "cluster-role.yaml")
+    assert namespace["kind"] == "Namespace" and account["kind"] == "ServiceAccount"
+    assert account["metadata"] == {**account["metadata"], "name": "sandfleet-operator",
+                                   "namespace": namespace["metadata"]["name"]}  # fmt: skip
+    assert namespace["metadata"]["name"] == "sandfleet-system"
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "sandfleet-operator", "namespace": "sandfleet-system"}
+    ]
+
+
+def test_kopf_peering_crds_define_both_peering_kinds_kopf_looks_for() -> None:
+    found = {
+        (d["spec"]["group"], d["spec"]["names"]["plural"], d["spec"]["scope"])
+        for d in documents(MANIFESTS / "crds" / "kopf-peering.yaml")
+    }
+    assert found == {
+        ("kopf.dev", "clusterkopfpeerings", "Cluster"),
+        ("kopf.dev", "kopfpeerings", "Namespaced"),
+    }
