@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from sandfleet.cluster import ClusterSandbox, SessionFailedError
-from sandfleet.kube import KubeClient, KubeConfig, resource_path
+from sandfleet.kube import KubeClient, KubeConfig, WatchExpiredError, resource_path
 from sandfleet.operator.api import API_VERSION, SESSION_PLURAL
 from sandfleet.operator.naming import label_value, token_secret_name
 from sandfleet.operator.resources import (
@@ -83,19 +83,36 @@ class InterimOperator:
 
     async def run(self) -> None:
         seen: set[str] = set()
-        items, version = await self.kube.list_with_version(self.session_path())
-        for item in items:
-            seen.add(item["metadata"]["uid"])
+        first_list = True
         while True:
-            async for event in self.kube.watch(self.session_path(), resource_version=version):
-                version = event.resource_version or version
-                uid = (event.object.get("metadata") or {}).get("uid")
-                if event.type != "ADDED" or uid in seen:
-                    continue
-                seen.add(uid)
-                self.sessions.append(event.object)
-                if self.behaviour is not None:
-                    self._handlers.append(asyncio.create_task(self.behaviour(self, event.object)))
+            items, version = await self.kube.list_with_version(self.session_path())
+            for item in items:
+                if first_list:  # older sessions are not this test's
+                    seen.add(item["metadata"]["uid"])
+                else:
+                    self._adopt(item, seen)
+            first_list = False
+            try:
+                while True:
+                    async for event in self.kube.watch(
+                        self.session_path(), resource_version=version
+                    ):
+                        version = event.resource_version or version
+                        if event.type == "ADDED":
+                            self._adopt(event.object, seen)
+            except WatchExpiredError:
+                # A CRD re-installed by a parallel test session restarts the server's watch
+                # cache at a newer version: list again.
+                continue
+
+    def _adopt(self, session: JsonObject, seen: set[str]) -> None:
+        uid = session["metadata"]["uid"]
+        if uid in seen:
+            return
+        seen.add(uid)
+        self.sessions.append(session)
+        if self.behaviour is not None:
+            self._handlers.append(asyncio.create_task(self.behaviour(self, session)))
 
     async def stop(self) -> None:
         for handler in self._handlers:

@@ -9,6 +9,8 @@ to the same trajectory.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -38,16 +40,23 @@ __all__ = [
     "TranscriptEntry",
     "finished_result",
     "load_resume_state",
+    "mend_torn_tail",
     "resume_agent",
     "resume_state",
     "transcript_messages",
 ]
 
+_TAIL_CHUNK = 64 * 1024
 
-def resume_state(records: Iterable[Mapping[str, Any]]) -> ResumeState | None:
+
+def resume_state(
+    records: Iterable[Mapping[str, Any]], *, carry_on_cancelled: bool = False
+) -> ResumeState | None:
     """The state to continue a run from; None when the run has its result record (it
     finished: report that result, see `finished_result`).
 
+    With `carry_on_cancelled`, a `cancelled` result counts as an interruption instead: for
+    a controller whose shutdown cancelled the loop without `suspend_on_cancel`.
     Raises ResumeError when the records are unreadable, garbled or of an unknown format,
     or when there are none (nothing was recorded: run the task afresh instead).
     """
@@ -55,7 +64,9 @@ def resume_state(records: Iterable[Mapping[str, Any]]) -> ResumeState | None:
         listed = list(records)
     except ValueError as exc:  # read_trajectory: a bad line before the last one
         raise ResumeError(f"the trajectory cannot be read: {exc}") from exc
-    if finished_result(listed) is not None:
+    result = finished_result(listed)
+    paused = carry_on_cancelled and result is not None and result.get("stop_reason") == "cancelled"
+    if result is not None and not paused:
         return None
     return rebuild_state(listed)
 
@@ -77,14 +88,16 @@ def finished_result(records: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] |
     return result
 
 
-async def load_resume_state(path: Path) -> ResumeState | None:
+async def load_resume_state(path: Path, *, carry_on_cancelled: bool = False) -> ResumeState | None:
     """`resume_state` of the trajectory file at `path`, read in a worker thread.
 
-    A missing or unreadable file is a ResumeError too.
+    The file is mended first (see `mend_torn_tail`): a line a crash tore, even inside a
+    multi-byte character, is then no obstacle. A missing or unreadable file is a ResumeError.
     """
 
     def load() -> ResumeState | None:
-        return resume_state(read_trajectory(path))
+        mend_torn_tail(path)
+        return resume_state(read_trajectory(path), carry_on_cancelled=carry_on_cancelled)
 
     try:
         return await asyncio.to_thread(load)
@@ -112,4 +125,38 @@ async def resume_agent(
     loop = AgentLoop(
         task, sandbox, model, config, trajectory=trajectory, on_event=on_event, resume=state
     )
+    if trajectory is not None:
+        await asyncio.to_thread(mend_torn_tail, trajectory.path)
     return await loop.run()
+
+
+def mend_torn_tail(path: Path) -> None:
+    """End the file on a line boundary before records are appended to it.
+
+    A crash mid-write leaves a last line without its newline. read_trajectory skips it when
+    it is cut short and keeps it when only the newline is missing; this does the same (cut
+    it off, or add the newline), so that appended records start on a line of their own.
+    """
+    with path.open("rb+") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        start = size
+        while start > 0:
+            step = min(_TAIL_CHUNK, start)
+            handle.seek(start - step)
+            newline = handle.read(step).rfind(b"\n")
+            if newline >= 0:
+                start = start - step + newline + 1
+                break
+            start -= step
+        if start == size:
+            return
+        handle.seek(start)
+        try:
+            complete = isinstance(json.loads(handle.read()), dict)
+        except ValueError:
+            complete = False
+        if complete:
+            handle.seek(size)
+            handle.write(b"\n")
+        else:
+            handle.truncate(start)

@@ -348,8 +348,11 @@ def _typed_items(page: JsonObject) -> list[JsonObject]:
 
 
 def _retry_delay(retry_after: str | None, attempt: int) -> float:
+    """The server's Retry-After in seconds if it gave one, else an exponential back-off."""
     try:
-        delay = float(retry_after) if retry_after is not None else 0.0
+        delay = float(retry_after) if retry_after is not None else -1.0
     except ValueError:
-        delay = 0.0  # an HTTP date: rare from the API server; back off on our own
-    return min(_MAX_RETRY_DELAY_S, delay if delay > 0 else 0.5 * 2**attempt)
+        delay = -1.0  # an HTTP date: the API server sends seconds; back off on our own
+    if not delay >= 0:
+        delay = 0.5 * 2**attempt
+    return min(_MAX_RETRY_DELAY_S, delay)

@@ -19,8 +19,8 @@ from sandfleet.agent.config import AgentConfig, Task
 from sandfleet.agent.events import AgentEvent, ObservationReceived, RunFinished, TurnStarted
 from sandfleet.agent.loop import run_agent
 from sandfleet.agent.results import AgentResult
-from sandfleet.agent.resume import ResumeError, ResumeState, resume_agent, resume_state
-from sandfleet.agent.trajectory import TrajectoryWriter, read_trajectory
+from sandfleet.agent.resume import ResumeError, ResumeState, load_resume_state, resume_agent
+from sandfleet.agent.trajectory import TrajectoryWriter
 from sandfleet.client import RuntimeClient
 from sandfleet.kube import NotFoundError
 from sandfleet.operator.api import Reason
@@ -165,18 +165,14 @@ def set_aside_trajectory(ctx: OperatorContext, session: ObjectRef, attempt: int)
 
 
 async def _resume_state(path: Path) -> ResumeState:
-    """The state to continue an interrupted run from (see sandfleet.agent.resume)."""
+    """The state to continue an interrupted run from (see sandfleet.agent.resume).
+
+    A shutdown cancels the loop, which records a `cancelled` result: that run was
+    interrupted by us, not finished, so it carries on (carry_on_cancelled).
+    """
     try:
-        records = await asyncio.to_thread(lambda: list(read_trajectory(path)))
-        # A shutdown cancels the loop, which records a `cancelled` result: that run was
-        # interrupted by us, not finished, so it carries on.
-        last = records[-1] if records else {}
-        if last.get("kind") == "result" and last.get("stop_reason") == "cancelled":
-            records.pop()
-        state = resume_state(records)
-    except FileNotFoundError as exc:
-        raise ResumeImpossibleError("the trajectory of the interrupted run is missing") from exc
-    except (ResumeError, ValueError, OSError) as exc:
+        state = await load_resume_state(path, carry_on_cancelled=True)
+    except ResumeError as exc:
         raise ResumeImpossibleError(f"cannot resume from the trajectory: {exc}") from exc
     if state is None:
         raise ResumeImpossibleError("the trajectory already ends with a result")

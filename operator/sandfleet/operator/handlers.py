@@ -85,7 +85,9 @@ async def _until_stopped(work: Coroutine[Any, Any, None], stopped: kopf.DaemonSt
             await task
 
 
-@kopf.daemon(GROUP, VERSION, SESSION_PLURAL, id="session", cancellation_timeout=30.0)
+# An unexpected error (API server down, a bug) restarts the daemon after `backoff`; the
+# worker then carries on from the session's status, as after an operator restart.
+@kopf.daemon(GROUP, VERSION, SESSION_PLURAL, id="session", cancellation_timeout=30.0, backoff=5)
 async def session_daemon(
     body: kopf.Body, stopped: kopf.DaemonStopped, memo: OperatorContext, **_: Any
 ) -> None:
@@ -112,7 +114,7 @@ async def reclaim_deleted_session(
     )
 
 
-@kopf.daemon(GROUP, VERSION, POOL_PLURAL, id="pool", cancellation_timeout=10.0)
+@kopf.daemon(GROUP, VERSION, POOL_PLURAL, id="pool", cancellation_timeout=10.0, backoff=5)
 async def pool_daemon(
     body: kopf.Body, stopped: kopf.DaemonStopped, memo: OperatorContext, **_: Any
 ) -> None:

@@ -18,7 +18,8 @@ import structlog
 from sandfleet.kube import ConflictError, KubeClient, NotFoundError, resource_path
 from sandfleet.operator.api import TOKEN_SECRET_KEY, EgressMode, Reason
 from sandfleet.operator.context import OperatorContext
-from sandfleet.operator.naming import token_secret_name
+from sandfleet.operator.models import PodTemplate
+from sandfleet.operator.naming import bounded_name, token_secret_name
 from sandfleet.operator.plans import PlanError
 from sandfleet.operator.pod_index import Pod
 from sandfleet.operator.resources import (
@@ -83,12 +84,23 @@ async def ensure_network_policy(
 
 
 async def create_cold_sandbox(
-    ctx: OperatorContext, session: ObjectRef, pod_template: Any, secret_name: str
+    ctx: OperatorContext,
+    session: ObjectRef,
+    pod_template: PodTemplate | None,
+    secret_name: str,
+    *,
+    attempt: int = 0,
 ) -> str:
     """Create the session's own pod; returns its name. An existing pod of another owner
-    (a name clash) is an error, never silently adopted."""
+    (a name clash) is an error, never silently adopted.
+
+    A retry after a lost sandbox (`attempt` > 0) gets a pod of its own name: the lost one
+    may still be terminating, and a 409 on it must not look like our new pod.
+    """
     resolved = resolve_pod_template(pod_template, ctx.defaults)
     body = session_pod(session, resolved, secret_name, ctx.defaults)
+    if attempt:
+        body["metadata"]["name"] = bounded_name(session.name, f"-retry{attempt}")
     name: str = body["metadata"]["name"]
     path = resource_path("v1", "pods", session.namespace)
     if not await create_ignoring_conflict(ctx.kube, path, body):

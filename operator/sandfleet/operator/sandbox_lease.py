@@ -123,7 +123,9 @@ async def lease_sandbox(
             pod_name, pool = claimed_pod["metadata"]["name"], plan.pool
             reason, message = Reason.WARM_SANDBOX_CLAIMED, f"claimed {pod_name} from {pool}"
         else:
-            pod_name = await create_cold_sandbox(ctx, session, plan.pod, secret)
+            pod_name = await create_cold_sandbox(
+                ctx, session, plan.pod, secret, attempt=int(status.get("restarts") or 0)
+            )
             pool = None
             reason, message = Reason.POD_CREATED, f"created pod {pod_name}"
         claimed = fresh_claim = claimed_pod is not None

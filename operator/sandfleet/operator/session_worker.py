@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 import structlog
 
 from sandfleet.agent.results import AgentResult, StopReason
+from sandfleet.kube import resource_path
 from sandfleet.operator.agent_driver import (
     ResumeImpossibleError,
     drive_agent,
@@ -145,7 +146,7 @@ class SessionWorker:
                         Phase.FAILED, Reason.SANDBOX_LOST, str(exc), ReclaimReason.LOST
                     )
                 self._log.warning("sandbox_lost_retrying", error=str(exc), restart=restarts + 1)
-                await self._reclaim(ReclaimReason.LOST)
+                await self._drop_lost_pod()
                 set_aside_trajectory(self._ctx, self.ref, restarts + 1)
                 self.status.set(restarts=restarts + 1, podName=None, podIP=None, poolName=None)
                 self.status.set_phase(Phase.PENDING)
@@ -277,6 +278,15 @@ class SessionWorker:
             pod=self.status.get("podName"),
             reason=reason,
         )
+
+    async def _drop_lost_pod(self) -> None:
+        """Before a retry: the lost pod goes; its Secret and NetworkPolicy stay for the next."""
+        pod = self.status.get("podName")
+        if pod:
+            await self._ctx.kube.delete(
+                resource_path("v1", "pods", self.ref.namespace, pod), grace_period_s=0
+            )
+            self._ctx.metrics.reclaimed(ReclaimReason.LOST)
 
     async def _after_finish(self, plan: SessionPlan | None) -> None:
         """A finished session: make sure nothing is left running, then wait for its TTL."""

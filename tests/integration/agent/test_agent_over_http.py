@@ -321,6 +321,8 @@ async def test_the_trajectory_is_written_as_the_run_goes(
     assert assistant == {
         "kind": "message", "turn": 1, "role": "assistant", "content": "compute",
         "reasoning": "6*7=42", "finish_reason": "tool_calls",
+        "tool_calls": [{"call_id": call["call_id"], "name": "execute_bash",
+                        "arguments": call["arguments"]}],
     }  # fmt: skip
     assert (usage["prompt_tokens"], usage["completion_tokens"]) == (100, 20)
     assert usage["model_s"] > 0
