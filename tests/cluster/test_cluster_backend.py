@@ -166,7 +166,7 @@ async def serve_raw_session(operator: InterimOperator, session: JsonObject) -> N
 
 
 async def fail_template_not_found(operator: InterimOperator, session: JsonObject) -> None:
-    message = "SandboxTemplate missing not found"
+    message = f"SandboxTemplate {operator.namespace}/missing not found"
     await operator.set_status(
         session["metadata"]["name"],
         phase="Failed",
@@ -297,7 +297,7 @@ async def test_a_session_that_fails_before_ready_raises_at_once_with_the_operato
             ready_timeout_s=3600,  # the failure, not the timeout, must end the wait
         )
 
-    assert "TemplateNotFound: SandboxTemplate missing not found" in str(failed.value)
+    assert f"TemplateNotFound: SandboxTemplate {namespace}/missing not found" in str(failed.value)
     assert failed.value.state is not None and failed.value.state.phase == "Failed"
     (stored,) = interim_operator.sessions
     assert stored["spec"] == {"templateRef": {"name": "missing"}}

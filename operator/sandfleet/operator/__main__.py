@@ -77,7 +77,9 @@ async def _serve_http_forever(ctx: OperatorContext) -> None:
 async def _prune_forever(ctx: OperatorContext) -> None:
     while True:
         with contextlib.suppress(OSError):
-            await ctx.store.prune(ctx.settings.trajectory_retention_seconds)
+            await ctx.store.prune(
+                ctx.settings.trajectory_retention_seconds, keep=set(ctx.open_trajectories)
+            )
         await asyncio.sleep(3600)
 
 

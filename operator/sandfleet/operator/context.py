@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any, Protocol
 
 from sandfleet.agent.config import AgentConfig
@@ -49,6 +50,8 @@ class OperatorContext:
     check still decides between operators)."""
     pool_tokens: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
     """Pool runtime tokens by (namespace, pool), read once from the pools' Secrets."""
+    open_trajectories: set[Path] = dataclasses.field(default_factory=set)
+    """Trajectory files a running loop appends to: the retention prune never takes these."""
     background: list[Callable[[], Coroutine[Any, Any, None]]] = dataclasses.field(
         default_factory=list
     )

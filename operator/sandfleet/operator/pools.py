@@ -16,7 +16,7 @@ from typing import Any
 import pydantic
 import structlog
 
-from sandfleet.kube import resource_path
+from sandfleet.kube import ConflictError, NotFoundError, resource_path
 from sandfleet.operator.api import (
     API_VERSION,
     POOL_KIND,
@@ -153,10 +153,21 @@ class PoolKeeper:
         self._log.info("pool_pods_created", count=count)
 
     async def _delete(self, pod: Pod) -> None:
+        """Delete an idle pod, but only as we saw it: a claim that relabelled it since has
+        changed its resourceVersion, and the precondition turns our delete into a 409."""
         name = pod["metadata"]["name"]
-        await self._ctx.kube.delete(
-            resource_path("v1", "pods", self.ref.namespace, name), grace_period_s=0
-        )
+        options = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "gracePeriodSeconds": 0,
+            "preconditions": {"resourceVersion": pod["metadata"]["resourceVersion"]},
+        }
+        try:
+            await self._ctx.kube.request(
+                "DELETE", resource_path("v1", "pods", self.ref.namespace, name), options
+            )
+        except (ConflictError, NotFoundError):
+            return
         self._log.info("pool_pod_deleted", pod=name)
 
     async def _write_status(
