@@ -156,6 +156,14 @@ class OperatorProcess:
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
+    def kubeconfig(self) -> Path:
+        return Path(self._env["SANDFLEET_OPERATOR_KUBECONFIG"])
+
+    @property
+    def runtime_image(self) -> str:
+        return self._env["SANDFLEET_OPERATOR_DEFAULT_IMAGE"]
+
+    @property
     def http_url(self) -> str:
         return f"http://127.0.0.1:{self.http_port}"
 

@@ -141,16 +141,10 @@ class SessionProgress:
         self._ready = False
 
     def __call__(self, state: SessionState) -> None:
-        if state.phase is not None and state.phase != self._phase:
-            self._phase = state.phase
-            explanation = state.explanation()
-            self._console.print(
-                Text.assemble(
-                    ("phase ", "dim"),
-                    (state.phase.value, "bold"),
-                    ("  " + explanation if explanation else "", "dim"),
-                )
-            )
+        # The last turns and the final phase arrive together: the turns come first.
+        if state.finished:
+            self._print_turns(state)
+        self._print_phase(state)
         if state.ready and not self._ready:
             self._ready = True
             source = f" (warm, from pool {state.pool_name})" if state.pool_name else ""
@@ -160,17 +154,32 @@ class SessionProgress:
                     f"pod {state.pod_name or '?'} on {state.node_name or '?'}{source}",
                 )
             )
-        turns = state.agent.turns if state.agent is not None else 0
-        if turns != self._turns:
-            self._turns = turns
-            agent = state.agent
-            assert agent is not None
-            self._console.print(
-                Text.assemble(
-                    (f"turn {turns}/{self._max_turns}", "bold blue"),
-                    (f"  tokens {agent.prompt_tokens} in / {agent.completion_tokens} out", "dim"),
-                )
+        self._print_turns(state)
+
+    def _print_phase(self, state: SessionState) -> None:
+        if state.phase is None or state.phase == self._phase:
+            return
+        self._phase = state.phase
+        explanation = state.explanation()
+        self._console.print(
+            Text.assemble(
+                ("phase ", "dim"),
+                (state.phase.value, "bold"),
+                ("  " + explanation if explanation else "", "dim"),
             )
+        )
+
+    def _print_turns(self, state: SessionState) -> None:
+        agent = state.agent
+        if agent is None or agent.turns == self._turns:
+            return
+        self._turns = agent.turns
+        self._console.print(
+            Text.assemble(
+                (f"turn {agent.turns}/{self._max_turns}", "bold blue"),
+                (f"  tokens {agent.prompt_tokens} in / {agent.completion_tokens} out", "dim"),
+            )
+        )
 
 
 class ClusterRun:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 from collections.abc import Coroutine
 from typing import Any
 
@@ -83,6 +84,12 @@ async def _prune_forever(ctx: OperatorContext) -> None:
         await asyncio.sleep(3600)
 
 
+def _peering_priority(settings: OperatorSettings) -> int:
+    if settings.peering_priority is not None:
+        return settings.peering_priority
+    return secrets.randbelow(2**31 - 1) + 1
+
+
 async def run_operator(settings: OperatorSettings) -> None:
     config = KubeConfig.load(settings.kubeconfig)
     async with KubeClient(config, qps=settings.kube_qps, burst=settings.kube_burst) as kube:
@@ -96,6 +103,7 @@ async def run_operator(settings: OperatorSettings) -> None:
             clusterwide=not settings.namespaces,
             standalone=settings.peering is None,
             peering_name=settings.peering,
+            priority=_peering_priority(settings),
             liveness_endpoint=liveness,
         )
         await operator

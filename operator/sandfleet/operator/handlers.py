@@ -57,6 +57,7 @@ async def configure(settings: kopf.OperatorSettings, memo: OperatorContext, **_:
     settings.networking.connect_timeout = 10
     # A session's daemon does its own waiting: kopf must not delay it.
     settings.queueing.idle_timeout = 30.0
+    settings.peering.lifetime = memo.settings.peering_lifetime_seconds
     memo.start_background()
     log.info("operator_started", namespaces=memo.settings.namespaces or "all")
 

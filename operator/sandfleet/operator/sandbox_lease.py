@@ -171,6 +171,13 @@ async def lease_sandbox(
     )
     await status.flush()
     event(False, Reason.RUNTIME_BOUND if needs_bind else Reason.RUNTIME_SERVING, address)
+    log.info(
+        "session_ready",
+        session=f"{session.namespace}/{session.name}",
+        pod=pod_name,
+        warm=claimed,
+        bound=needs_bind,
+    )
     return SandboxLease(pod_name, address, token, waiter)
 
 

@@ -109,9 +109,10 @@ class SessionWorker:
 
     async def _serve(self, spec: SandboxSessionSpec, plan: SessionPlan) -> None:
         if self.status.phase is None:
+            # Written with the next step's patch (a sandbox is asked for at once): one API
+            # call per session fewer.
             self.status.set_phase(Phase.PENDING)
             self.status.set(startTime=self.status.timestamp())
-            await self.status.flush()
         deadline = self._deadline(plan)
         try:
             async with asyncio.timeout_at(deadline):

@@ -61,4 +61,10 @@ class OperatorSettings(BaseSettings):
 
     peering: str | None = None
     """kopf peering name (a standby replica takes over when the active one dies); None runs
-    standalone, which is right for one replica."""
+    standalone, which is right for one replica. The ClusterKopfPeering (or, with
+    `namespaces`, KopfPeering) of that name must exist."""
+    peering_priority: int | None = None
+    """The highest priority among peers is active, the others stand by; equal priorities
+    would pause them all, so None picks a random one at start."""
+    peering_lifetime_seconds: int = Field(default=60, ge=2)
+    """A peer not heard from for this long is gone: a standby takes over after it."""
