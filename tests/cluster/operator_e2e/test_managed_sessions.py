@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sys
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -61,6 +64,31 @@ async def test_a_managed_session_runs_to_succeeded_and_its_sandbox_is_reclaimed(
     kinds = [r["kind"] for r in fetch_trajectory(operator, namespace, "solve")]
     assert kinds[0] == "meta"
     assert kinds[-1] == "result"
+    await wait_no_leftovers(kube, namespace)
+    # The sandbox is gone; the trajectory is not: the CLI fetches it from the operator.
+    cli = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).with_name("sandfleet")), "trajectory", "solve",
+        "-n", namespace, "--operator-url", operator.http_url,
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    stdout, _ = await asyncio.wait_for(cli.communicate(), 60)
+    assert cli.returncode == 0
+    records = [json.loads(line) for line in stdout.decode().splitlines()]
+    assert records[-1]["stop_reason"] == "submitted"
+
+
+async def test_an_endpoint_that_keeps_failing_fails_the_session_after_the_sdk_retries(
+    kube: KubeApi, namespace: str, operator: OperatorProcess
+) -> None:
+    failures = [Fail(503, "overloaded", retry_after_s=0.1)] * 3
+    async with ScriptedOpenAIServer(failures) as model:
+        await create_session(kube, namespace, "flaky", {"agent": agent_spec(model)})
+        body = await wait_session(kube, namespace, "flaky", phase_is("Succeeded", "Failed"))
+        assert len(model.requests) == 3  # the first try and the SDK's two retries
+    assert body["status"]["phase"] == "Failed"
+    assert condition(body, "Completed")["reason"] == "ModelError"
+    records = fetch_trajectory(operator, namespace, "flaky")
+    assert records[-1]["stop_reason"] == "model_error"
     await wait_no_leftovers(kube, namespace)
 
 
