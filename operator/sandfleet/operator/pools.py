@@ -32,6 +32,9 @@ from sandfleet.operator.conditions import set_condition
 from sandfleet.operator.context import OperatorContext
 from sandfleet.operator.models import SandboxPoolSpec
 from sandfleet.operator.naming import label_value, pool_token_secret_name
+from sandfleet.operator.network_policies import (
+    pool_network_policy,
+)
 from sandfleet.operator.plans import PlanError, pool_pod_template
 from sandfleet.operator.pod_index import Pod, pod_is_ready
 from sandfleet.operator.pod_watch import UNSEEN_GRACE_S, pod_problem
@@ -42,7 +45,6 @@ from sandfleet.operator.provisioning import (
 )
 from sandfleet.operator.resources import (
     ObjectRef,
-    pool_network_policy,
     pool_pod,
     pool_token_secret,
     resolve_pod_template,

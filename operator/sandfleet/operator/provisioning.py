@@ -20,13 +20,15 @@ from sandfleet.operator.api import TOKEN_SECRET_KEY, EgressMode, Reason
 from sandfleet.operator.context import OperatorContext
 from sandfleet.operator.models import PodTemplate
 from sandfleet.operator.naming import bounded_name, token_secret_name
+from sandfleet.operator.network_policies import (
+    session_network_policy,
+)
 from sandfleet.operator.plans import PlanError
 from sandfleet.operator.pod_index import Pod
 from sandfleet.operator.resources import (
     ObjectRef,
     claim_patch,
     resolve_pod_template,
-    session_network_policy,
     session_pod,
     session_token_secret,
 )

@@ -23,7 +23,6 @@ from sandfleet.operator.api import (
     TOKEN_SECRET_KEY,
     Annotation,
     Component,
-    EgressMode,
     Label,
     PodState,
 )
@@ -31,8 +30,6 @@ from sandfleet.operator.conditions import rfc3339
 from sandfleet.operator.models import PodTemplate
 from sandfleet.operator.naming import (
     label_value,
-    network_policy_name,
-    pool_network_policy_name,
     pool_pod_generate_name,
     pool_token_secret_name,
     session_pod_name,
@@ -42,20 +39,6 @@ from sandfleet.operator.naming import (
 TOKEN_ENV: Final = "SANDFLEET_RUNTIME_TOKEN"
 SANDBOX_UID: Final = 1000
 """The unprivileged user (and group) the sandbox image creates and runs as."""
-
-# Egress "Internet": everything public. Excluded: private ranges (the cluster's pods and
-# services, the node network), link-local 169.254/16 (cloud metadata endpoints hand out node
-# credentials), carrier-grade NAT 100.64/10 (some CNIs' pod ranges) and loopback.
-PRIVATE_IPV4_RANGES: Final = (
-    "10.0.0.0/8",
-    "172.16.0.0/12",
-    "192.168.0.0/16",
-    "169.254.0.0/16",
-    "100.64.0.0/10",
-    "127.0.0.0/8",
-)
-PRIVATE_IPV6_RANGES: Final = ("fc00::/7", "fe80::/10")
-"""Unique-local and link-local IPv6."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -200,7 +183,7 @@ def common_labels(component: Component) -> dict[str, str]:
     return {Label.MANAGED_BY.value: MANAGED_BY_VALUE, Label.COMPONENT.value: component.value}
 
 
-def _metadata(owner: ObjectRef, labels: Mapping[str, str], **fields: Any) -> dict[str, Any]:
+def object_metadata(owner: ObjectRef, labels: Mapping[str, str], **fields: Any) -> dict[str, Any]:
     return {
         **fields,
         "namespace": owner.namespace,
@@ -284,7 +267,7 @@ def session_pod(
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": _metadata(session, labels, name=session_pod_name(session.name)),
+        "metadata": object_metadata(session, labels, name=session_pod_name(session.name)),
         "spec": _pod_spec(pod, token_secret, defaults),
     }
 
@@ -298,7 +281,7 @@ def pool_pod(
         Label.POOL.value: label_value(pool.name),
         Label.STATE.value: PodState.IDLE.value,
     }
-    metadata = _metadata(pool, labels, generateName=pool_pod_generate_name(pool.name))
+    metadata = object_metadata(pool, labels, generateName=pool_pod_generate_name(pool.name))
     metadata["annotations"] = {Annotation.TEMPLATE_HASH.value: template_hash(pod)}
     return {
         "apiVersion": "v1",
@@ -342,7 +325,7 @@ def token_secret(
         "kind": "Secret",
         "type": "Opaque",
         "immutable": True,
-        "metadata": _metadata(
+        "metadata": object_metadata(
             owner, {**common_labels(Component.TOKEN), **(labels or {})}, name=name
         ),
         "data": {TOKEN_SECRET_KEY: base64.b64encode(token.encode()).decode("ascii")},
@@ -363,96 +346,4 @@ def pool_token_secret(pool: ObjectRef, token: str) -> dict[str, Any]:
     """The token Secret a pool's idle pods start with: "<pool>-pool-token"."""
     return token_secret(
         pool, pool_token_secret_name(pool.name), token, {Label.POOL.value: label_value(pool.name)}
-    )
-
-
-def _from_operator(defaults: PlatformDefaults) -> list[dict[str, Any]]:
-    """Ingress rules: the runtime port, from the operator's pods only."""
-    return [
-        {
-            "from": [
-                {
-                    "namespaceSelector": {
-                        "matchLabels": {"kubernetes.io/metadata.name": defaults.operator_namespace}
-                    },
-                    "podSelector": {"matchLabels": dict(defaults.operator_pod_labels)},
-                }
-            ],
-            "ports": [{"protocol": "TCP", "port": RUNTIME_PORT}],
-        }
-    ]
-
-
-def egress_rules(egress: EgressMode) -> list[dict[str, Any]]:
-    """NetworkPolicy egress rules for a mode: [] denies all, [{}] allows all."""
-    if egress is EgressMode.NONE:
-        return []
-    if egress is EgressMode.ALL:
-        return [{}]
-    return [
-        {
-            "to": [
-                {"ipBlock": {"cidr": "0.0.0.0/0", "except": list(PRIVATE_IPV4_RANGES)}},
-                {"ipBlock": {"cidr": "::/0", "except": list(PRIVATE_IPV6_RANGES)}},
-            ]
-        },
-        # Names must resolve, and the resolver (cluster DNS or the node's) sits at a private
-        # address: port 53 is open to any destination.
-        {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
-    ]
-
-
-def _network_policy(
-    owner: ObjectRef,
-    *,
-    name: str,
-    selector: Mapping[str, str],
-    egress: list[dict[str, Any]],
-    defaults: PlatformDefaults,
-    labels: Mapping[str, str],
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": _metadata(
-            owner, {**common_labels(Component.NETWORK_POLICY), **labels}, name=name
-        ),
-        "spec": {
-            "podSelector": {"matchLabels": dict(selector)},
-            # Both types listed, so an empty egress list means "deny all", not "no opinion".
-            "policyTypes": ["Ingress", "Egress"],
-            "ingress": _from_operator(defaults),
-            "egress": egress,
-        },
-    }
-
-
-def session_network_policy(
-    session: ObjectRef, egress: EgressMode, defaults: PlatformDefaults
-) -> dict[str, Any]:
-    """The NetworkPolicy of a session's pod (cold, or claimed from a pool)."""
-    session_label = {Label.SESSION.value: label_value(session.name)}
-    return _network_policy(
-        session,
-        name=network_policy_name(session.name),
-        selector=session_label,
-        egress=egress_rules(egress),
-        defaults=defaults,
-        labels=session_label,
-    )
-
-
-def pool_network_policy(pool: ObjectRef, defaults: PlatformDefaults) -> dict[str, Any]:
-    """The NetworkPolicy of a pool's idle pods: reachable by the operator, reaching nothing.
-
-    It selects idle pods only: a claimed pod leaves it and falls under its session's policy.
-    """
-    pool_label = {Label.POOL.value: label_value(pool.name)}
-    return _network_policy(
-        pool,
-        name=pool_network_policy_name(pool.name),
-        selector={**pool_label, Label.STATE.value: PodState.IDLE.value},
-        egress=egress_rules(EgressMode.NONE),
-        defaults=defaults,
-        labels=pool_label,
     )

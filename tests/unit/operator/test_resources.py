@@ -18,17 +18,19 @@ import yaml
 from sandfleet.operator.api import EgressMode
 from sandfleet.operator.models import PodTemplate
 from sandfleet.operator.naming import label_value
+from sandfleet.operator.network_policies import (
+    pool_network_policy,
+    session_network_policy,
+)
 from sandfleet.operator.resources import (
     ObjectRef,
     PlatformDefaults,
     ResolvedPod,
     claim_patch,
     owner_reference,
-    pool_network_policy,
     pool_pod,
     pool_token_secret,
     resolve_pod_template,
-    session_network_policy,
     session_pod,
     session_token_secret,
     template_hash,
