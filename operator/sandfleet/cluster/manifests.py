@@ -16,7 +16,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from sandfleet.agent import AgentConfig, Task
-from sandfleet.agent.prompts import fill_template, template_values
 from sandfleet.errors import SandfleetError
 from sandfleet.operator.api import API_VERSION, DEFAULT_WORKDIR, SESSION_KIND, EgressMode
 from sandfleet.operator.models import (
@@ -110,7 +109,7 @@ def managed_session_spec(
     config.api_key is never used: the operator reads the key from `api_key_secret`.
     """
     pod = workdir_pod(paths, sandbox_from_elsewhere=bool(template or pool))
-    agent = agent_spec(config, task, paths or SandboxPaths(), api_key_secret=api_key_secret)
+    agent = agent_spec(config, task, api_key_secret=api_key_secret)
     with _readable_spec_errors():
         return SandboxSessionSpec(
             template_ref=ObjectName(name=template) if template else None,
@@ -123,21 +122,19 @@ def managed_session_spec(
 
 
 def agent_spec(
-    config: AgentConfig, task: Task, paths: SandboxPaths, *, api_key_secret: KeyRef | None
+    config: AgentConfig, task: Task, *, api_key_secret: KeyRef | None
 ) -> AgentSpec:
     """spec.agent from the loop's configuration and the task.
 
-    A task's instance template (prompt_config.yaml) is filled in here, because AgentSpec
-    carries only the problem statement: the operator's loop then adds its default framing.
+    The task's own templates (prompt_config.yaml) travel as they are: the operator's loop
+    fills them in against the sandbox's paths, as the local loop does.
     """
-    prompt = task.prompt
-    if task.instance_prompt:
-        prompt = fill_template(task.instance_prompt, template_values(paths, task.prompt))
     temperature = None if config.temperature is None else decimal_string(config.temperature)
     with _readable_spec_errors():
         return AgentSpec(
             model=config.model,
-            prompt=prompt,
+            prompt=task.prompt,
+            instance_prompt=task.instance_prompt or config.instance_prompt,
             baseURL=config.base_url,  # the alias: the field name is base_url
             api_key_secret_ref=api_key_secret,
             system_prompt=task.system_prompt or config.system_prompt,

@@ -127,7 +127,11 @@ async def drive_agent(
     model = ctx.model_for(config)
     path = ctx.store.writer_path(session.namespace, session.name, session.uid)
     status.set(trajectory=ctx.store.reference(session.namespace, session.name, session.uid))
-    task = Task(id=f"{session.namespace}/{session.name}", prompt=agent.prompt)
+    task = Task(
+        id=f"{session.namespace}/{session.name}",
+        prompt=agent.prompt,
+        instance_prompt=agent.instance_prompt,
+    )
     sandbox = Sandbox(
         RuntimeClient(address, token),
         paths=SandboxPaths.under(workdir),

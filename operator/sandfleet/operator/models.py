@@ -135,6 +135,8 @@ class AgentSpec(_Spec):
     """An OpenAI-compatible endpoint; None: OpenAI's."""
     api_key_secret_ref: KeyRef | None = None
     system_prompt: str | None = None
+    instance_prompt: str | None = Field(default=None, max_length=65536)
+    """Replaces the template around the prompt ({problem_statement} and the sandbox paths)."""
     """Replaces the built-in system prompt."""
     max_turns: int = Field(default=100, ge=1, le=10000)
     max_tokens: int | None = Field(default=None, ge=1)

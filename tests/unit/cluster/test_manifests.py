@@ -121,7 +121,7 @@ def test_a_managed_session_maps_the_loop_settings_and_never_carries_the_local_ke
     assert "sk-local-secret-value" not in json.dumps(body)
 
 
-def test_the_tasks_templates_are_sent_filled_in_with_the_sandbox_paths() -> None:
+def test_the_tasks_templates_are_sent_as_templates_for_the_operator_to_fill() -> None:
     task = Task(
         id="t",
         prompt="Which region sold most?",
@@ -132,8 +132,9 @@ def test_the_tasks_templates_are_sent_filled_in_with_the_sandbox_paths() -> None
     agent = managed_session_spec(config(), task).agent
 
     assert agent is not None
-    assert agent.prompt == "<problem>Which region sold most?</problem> Inputs: /testbed/input"
-    # The system prompt stays a template: the operator fills it with the pod's real workdir.
+    assert agent.prompt == "Which region sold most?"
+    # Both stay templates: the operator's loop fills them with the pod's real workdir.
+    assert agent.instance_prompt == "<problem>{problem_statement}</problem> Inputs: {input_dir}"
     assert agent.system_prompt == "Work in {working_dir}."
 
 
