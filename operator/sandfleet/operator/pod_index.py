@@ -86,6 +86,7 @@ class PodIndex:
 
     # --- feeding -------------------------------------------------------------------------
     def apply(self, event_type: str, pod: Pod) -> None:
+        pod = slim(pod)
         key = (pod["metadata"].get("namespace", ""), pod["metadata"]["name"])
         if event_type == "DELETED":
             previous = self._pods.pop(key, None)
@@ -110,6 +111,35 @@ class PodIndex:
         for key, pod in fresh.items():
             self._pods.pop(key, None)  # a relist is authoritative, even if it looks older
             self.apply("ADDED", pod)
+
+
+_KEPT_METADATA = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "deletionTimestamp",
+    "creationTimestamp",
+)
+
+
+def slim(pod: Pod) -> Pod:
+    """The part of a pod the operator reads: with thousands of pods in the index, the rest
+    (managedFields above all, then the full spec) is most of the memory."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    return {
+        "metadata": {k: meta[k] for k in _KEPT_METADATA if k in meta},
+        "spec": {"nodeName": (pod.get("spec") or {}).get("nodeName")},
+        "status": {
+            k: status[k]
+            for k in ("phase", "podIP", "conditions", "containerStatuses", "reason", "message")
+            if k in status
+        },
+    }
 
 
 def _labels(pod: Pod) -> dict[str, str]:

@@ -130,7 +130,8 @@ class SessionWorker:
         seconds = plan.lifecycle.active_deadline_seconds
         if seconds is None:
             return None
-        started = dt.datetime.fromisoformat(str(self.status.get("startTime")))
+        recorded = self.status.get("startTime")
+        started = dt.datetime.fromisoformat(recorded) if recorded else self.status.now()
         left = (started - self.status.now()).total_seconds() + seconds
         return asyncio.get_running_loop().time() + left
 
