@@ -93,10 +93,16 @@ class _Progress:
 
 @contextlib.asynccontextmanager
 async def _flushing(status: SessionStatus, interval_s: float) -> AsyncIterator[None]:
+    """Publishes progress every `interval_s` while the block runs. A failed patch is only
+    progress not shown yet (the next one carries it): it never ends the run."""
+
     async def flush_forever() -> None:
         while True:
             await asyncio.sleep(interval_s)
-            await status.flush(throttle_s=interval_s)
+            try:
+                await status.flush(throttle_s=interval_s)
+            except Exception as exc:  # noqa: BLE001 - an API hiccup must not fail the run
+                log.warning("status_progress_failed", error=str(exc))
 
     task = asyncio.create_task(flush_forever())
     try:

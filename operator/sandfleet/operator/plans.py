@@ -41,14 +41,18 @@ class SessionPlan:
     """The pool to claim a warm sandbox from (cold start from `pod` on a miss)."""
 
 
+def readable(exc: pydantic.ValidationError) -> str:
+    """A validation error on one line: `field.path: problem; ...` (camelCase paths)."""
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'spec'}: {e['msg']}" for e in exc.errors()
+    )
+
+
 def parse_session_spec(raw: dict[str, object]) -> SandboxSessionSpec:
     try:
         return SandboxSessionSpec.model_validate(raw)
     except pydantic.ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'spec'}: {e['msg']}" for e in exc.errors()
-        )
-        raise PlanError(Reason.INVALID_SPEC, f"invalid spec: {problems}") from exc
+        raise PlanError(Reason.INVALID_SPEC, f"invalid spec: {readable(exc)}") from exc
 
 
 async def read_template(kube: KubeClient, namespace: str, name: str) -> SandboxTemplateSpec:
@@ -62,7 +66,7 @@ async def read_template(kube: KubeClient, namespace: str, name: str) -> SandboxT
     try:
         return SandboxTemplateSpec.model_validate(body.get("spec") or {})
     except pydantic.ValidationError as exc:
-        raise PlanError(Reason.INVALID_SPEC, f"SandboxTemplate {name}: {exc}") from exc
+        raise PlanError(Reason.INVALID_SPEC, f"SandboxTemplate {name}: {readable(exc)}") from exc
 
 
 async def read_pool(kube: KubeClient, namespace: str, name: str) -> SandboxPoolSpec:
@@ -74,7 +78,7 @@ async def read_pool(kube: KubeClient, namespace: str, name: str) -> SandboxPoolS
     try:
         return SandboxPoolSpec.model_validate(body.get("spec") or {})
     except pydantic.ValidationError as exc:
-        raise PlanError(Reason.INVALID_SPEC, f"SandboxPool {name}: {exc}") from exc
+        raise PlanError(Reason.INVALID_SPEC, f"SandboxPool {name}: {readable(exc)}") from exc
 
 
 async def pool_pod_template(
@@ -111,10 +115,9 @@ def merge_lifecycle(defaults: LifecycleSpec | None, own: LifecycleSpec) -> Lifec
     """The session's lifecycle with unset fields taken from the template's defaults."""
     if defaults is None:
         return own
+    # model_fields_set tells "not given" from an explicit value (0 retries, say).
     merged = {
-        field: getattr(own, field) if getattr(own, field) is not None else getattr(defaults, field)
+        field: getattr(own if field in own.model_fields_set else defaults, field)
         for field in LifecycleSpec.model_fields
     }
-    if own.sandbox_lost_retries == 0:
-        merged["sandbox_lost_retries"] = defaults.sandbox_lost_retries
     return LifecycleSpec(**merged)

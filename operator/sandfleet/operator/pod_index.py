@@ -39,6 +39,8 @@ class PodIndex:
     def __init__(self) -> None:
         self._pods: dict[tuple[str, str], Pod] = {}
         self._signals: dict[tuple[str, str], asyncio.Event] = {}
+        self._deleted: dict[tuple[str, str], Pod] = {}
+        """The last version of each pod deleted since the last relist (tombstones)."""
         self.synced = asyncio.Event()
         """Set once the first full list has been applied: before that, a missing pod proves
         nothing."""
@@ -85,32 +87,43 @@ class PodIndex:
                 event.set()
 
     # --- feeding -------------------------------------------------------------------------
-    def apply(self, event_type: str, pod: Pod) -> None:
+    def apply(self, event_type: str, pod: Pod, *, authoritative: bool = False) -> None:
+        """One watch event (or an API answer). Stale versions are ignored, and so is any
+        version of a pod no newer than its deletion (a late PATCH answer must not bring a
+        deleted pod back); `authoritative` (a relist) overrides both."""
         pod = slim(pod)
         key = (pod["metadata"].get("namespace", ""), pod["metadata"]["name"])
+        previous = self._pods.get(key)
         if event_type == "DELETED":
-            previous = self._pods.pop(key, None)
+            self._pods.pop(key, None)
+            self._deleted[key] = pod
             self._notify(previous or pod)
             if previous is not None and _pool_key(previous) != _pool_key(pod):
                 self._notify(pod)
             return
-        previous = self._pods.get(key)
-        if previous is not None and _newer_or_same(previous, pod):
-            return
+        if not authoritative:
+            tombstone = self._deleted.get(key)
+            if tombstone is not None and _newer_or_same(tombstone, pod):
+                return
+            if previous is not None and _newer_or_same(previous, pod):
+                return
+        self._deleted.pop(key, None)
         self._pods[key] = pod
         if previous is not None and _pool_key(previous) != _pool_key(pod):
             self._notify(previous)  # a claim moves the pod out of its pool: wake the pool
         self._notify(pod)
 
     def replace_scope(self, namespace: str | None, pods: Iterable[Pod]) -> None:
-        """A fresh list of one namespace (None: all): pods it lacks count as deleted."""
+        """A fresh list of one namespace (None: all): pods it lacks count as deleted, and
+        what it says wins over anything held, even when it looks older."""
         fresh = {(p["metadata"].get("namespace", ""), p["metadata"]["name"]): p for p in pods}
         for key, pod in list(self._pods.items()):
             if key not in fresh and namespace in (None, key[0]):
                 self.apply("DELETED", pod)
-        for key, pod in fresh.items():
-            self._pods.pop(key, None)  # a relist is authoritative, even if it looks older
-            self.apply("ADDED", pod)
+        for key in [k for k in self._deleted if namespace in (None, k[0])]:
+            del self._deleted[key]  # the list is newer than every deletion seen before it
+        for pod in fresh.values():
+            self.apply("ADDED", pod, authoritative=True)
 
 
 _KEPT_METADATA = (

@@ -127,9 +127,11 @@ class PoolKeeper:
         live = [p for p in pods if p not in doomed]
         missing = spec.replicas - len(live) - len(self._creating)
         if missing < 0:  # scaled down: drop the not-ready ones first, then the newest
-            live.sort(key=lambda p: (pod_is_ready(p), p["metadata"].get("creationTimestamp")))
-            doomed += live[:-missing]
-            live = live[-missing:]
+            excess = -missing
+            live.sort(key=lambda p: p["metadata"].get("creationTimestamp") or "", reverse=True)
+            live.sort(key=pod_is_ready)  # stable: newest first among not ready, then ready
+            doomed += live[:excess]
+            live = live[excess:]
         await asyncio.gather(*(self._delete(p) for p in doomed))
         if missing > 0:
             await self._create(min(missing, MAX_CREATES_PER_ROUND), resolved)

@@ -134,6 +134,11 @@ class SessionStatus:
         except NotFoundError:
             log.info("session_status_dropped", path=self._path, reason="session gone")
             return False
+        except BaseException:
+            # Not sent: the next flush carries these fields (unless they changed since).
+            patch.pop("observedGeneration")
+            self._dirty = {**patch, **self._dirty}
+            raise
         return True
 
     def forget(self) -> None:
