@@ -169,7 +169,7 @@ def state(phase: str | None, turns: int = 0, **status: Any) -> SessionState:
     return SessionState.from_object({"metadata": {"namespace": "ns", "name": "s"}, "status": body})
 
 
-def test_progress_prints_each_phase_the_ready_pod_and_new_turns_once() -> None:
+def test_progress_prints_each_phase_the_ready_pod_and_new_turns_once_last_turn_first() -> None:
     buffer = io.StringIO()
     progress = SessionProgress(Console(file=buffer, width=120, color_system=None), max_turns=12)
     ready = [{"type": "Ready", "status": "True", "reason": "RuntimeBound"}]
@@ -182,6 +182,7 @@ def test_progress_prints_each_phase_the_ready_pod_and_new_turns_once() -> None:
         state("Running", 1, podName="warm-x", conditions=ready),
         state("Running", 1, podName="warm-x", conditions=ready),
         state("Running", 3, podName="warm-x", conditions=ready),
+        state("Succeeded", 4, podName="warm-x"),
     ]:  # fmt: skip
         progress(step)
 
@@ -192,6 +193,8 @@ def test_progress_prints_each_phase_the_ready_pod_and_new_turns_once() -> None:
         "phase Running",
         "turn 1/12  tokens 10 in / 1 out",
         "turn 3/12  tokens 30 in / 3 out",
+        "turn 4/12  tokens 40 in / 4 out",
+        "phase Succeeded",
     ]
 
 
