@@ -8,7 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.cluster.layout import NODE_NAME
+from tests.cluster.layout import BRIDGE_GATEWAY, KUBERNETES_SERVICE_IP, NODE_NAME
 
 _CURVE = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
 _DAYS = "3650"
@@ -32,6 +32,8 @@ class Pki:
     scheduler: KeyPair
     kubelet_client: KeyPair
     kubelet_serving: KeyPair
+    kube_proxy: KeyPair
+    kube_router: KeyPair
     service_account_key: Path
     service_account_pub: Path
 
@@ -70,7 +72,11 @@ def _issue(
 
 
 def create_pki(directory: Path) -> Pki:
-    """Generate a fresh PKI for one run; every server listens on loopback only."""
+    """Generate a fresh PKI for one run.
+
+    The API server's certificate names every address it is reached at: loopback, the bridge
+    address it listens on (pods, and the host's kubeconfigs) and the `kubernetes` Service.
+    """
     directory.mkdir(parents=True, exist_ok=True)
     ca = KeyPair(cert=directory / "ca.crt", key=directory / "ca.key")
     _openssl(
@@ -89,7 +95,8 @@ def create_pki(directory: Path) -> Pki:
     apiserver_names = ",".join(
         [
             "IP:127.0.0.1",
-            "IP:10.96.0.1",
+            f"IP:{BRIDGE_GATEWAY}",
+            f"IP:{KUBERNETES_SERVICE_IP}",
             "DNS:localhost",
             "DNS:kubernetes",
             "DNS:kubernetes.default",
@@ -145,6 +152,14 @@ def create_pki(directory: Path) -> Pki:
             subject=f"/CN={NODE_NAME}",
             usage="serverAuth",
             alt_names=f"IP:127.0.0.1,DNS:{NODE_NAME},DNS:localhost",
+        ),
+        # The default RBAC binds system:node-proxier to the user system:kube-proxy.
+        kube_proxy=_issue(
+            directory, "kube-proxy", ca, subject="/CN=system:kube-proxy", usage="clientAuth"
+        ),
+        # Read-only access granted by cluster.py (ClusterRole sandfleet-test:netpol).
+        kube_router=_issue(
+            directory, "kube-router", ca, subject="/CN=system:kube-router", usage="clientAuth"
         ),
         service_account_key=service_account_key,
         service_account_pub=service_account_pub,

@@ -21,18 +21,24 @@ if __package__ in (None, ""):
     # Run as a file (python tests/cluster/cluster.py): make `tests.cluster` importable.
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.cluster import components, node_config, node_host, processes
+from tests.cluster import components, host_network, node_config, node_host, processes
 from tests.cluster.certs import Pki, create_pki, write_kubeconfig
 from tests.cluster.kube_api import KubeApi, condition_is_true
-from tests.cluster.layout import NODE_NAME, Image, Layout, Ports
+from tests.cluster.layout import BRIDGE_GATEWAY, NODE_NAME, Image, Layout, Ports
 from tests.cluster.processes import ClusterStartError, Running
 
-REQUIRED_COMMANDS = ("containerd", "runc", "ctr", "openssl", "ip", "umount")
+REQUIRED_COMMANDS = (
+    "containerd", "runc", "ctr", "openssl", "ip", "umount", "iptables", "iptables-restore",
+)  # fmt: skip
 CNI_PLUGINS = ("bridge", "host-local", "loopback")
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet")
-IMAGE_ROLES = ("pause", "runtime")
+BINARIES = (
+    "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",
+)  # fmt: skip
+IMAGE_ROLES = ("pause", "runtime", "operator")
 STOP_ORDER = (
     "kwok",
+    "kube-router",
+    "kube-proxy",
     "kube-controller-manager",
     "kube-scheduler",
     "kubelet",
@@ -46,7 +52,7 @@ STOP_ORDER = (
 class ClusterInfo:
     kubeconfig: Path
     images: dict[str, str]
-    """Image role ("runtime", "pause") -> name the node has it under."""
+    """Image role ("runtime", "operator", "pause") -> name the node has it under."""
     start_seconds: float
 
 
@@ -57,7 +63,9 @@ def missing_prerequisites(layout: Layout) -> list[str]:
         problems.append("needs root (containerd, mounts, cgroups, a bridge)")
     commands = [c for c in REQUIRED_COMMANDS if shutil.which(c) is None]
     if commands:
-        problems.append(f"missing commands {commands} (Debian: containerd runc iproute2 openssl)")
+        problems.append(
+            f"missing commands {commands} (Debian: containerd runc iproute2 iptables openssl)"
+        )
     plugins = [p for p in CNI_PLUGINS if not Path(node_config.CNI_BIN_DIR, p).exists()]
     if plugins:
         problems.append(f"missing CNI plugins {plugins} (Debian: containernetworking-plugins)")
@@ -87,7 +95,8 @@ def _read_state(layout: Layout) -> list[Running]:
 
 
 def _kubeconfigs(layout: Layout, ports: Ports, pki: Pki) -> dict[str, Path]:
-    server = f"https://127.0.0.1:{ports.apiserver}"
+    # The API server listens on the bridge address only (where pods reach it too).
+    server = f"https://{BRIDGE_GATEWAY}:{ports.apiserver}"
     return {
         "admin": write_kubeconfig(layout.admin_kubeconfig, server, pki.ca.cert, pki.admin, "admin"),
         "kcm": write_kubeconfig(
@@ -110,6 +119,20 @@ def _kubeconfigs(layout: Layout, ports: Ports, pki: Pki) -> dict[str, Path]:
             pki.ca.cert,
             pki.kubelet_client,
             f"system:node:{NODE_NAME}",
+        ),
+        "kube-proxy": write_kubeconfig(
+            layout.run_dir / "kube-proxy.kubeconfig",
+            server,
+            pki.ca.cert,
+            pki.kube_proxy,
+            "system:kube-proxy",
+        ),
+        "kube-router": write_kubeconfig(
+            layout.run_dir / "kube-router.kubeconfig",
+            server,
+            pki.ca.cert,
+            pki.kube_router,
+            node_config.KUBE_ROUTER_USER,
         ),
     }
 
@@ -154,6 +177,25 @@ def _wait_node_schedulable(api: KubeApi, deadline: float) -> None:
     raise ClusterStartError(f"node {NODE_NAME} not schedulable in time")
 
 
+def _service_and_policy_components(
+    layout: Layout, ports: Ports, api: KubeApi, kubeconfigs: dict[str, Path]
+) -> list[components.Component]:
+    """kube-proxy, and kube-router's firewall when it was built (after granting its access)."""
+    proxy_config = node_config.write_kube_proxy_config(layout, ports, kubeconfigs["kube-proxy"])
+    started = [components.kube_proxy(layout, ports, proxy_config)]
+    if layout.kube_router_binary.exists():
+        for path, body in node_config.kube_router_access():
+            api.checked_sync("POST", path, body)
+        started.append(
+            components.kube_router(
+                layout,
+                kubeconfigs["kube-router"],
+                ready=lambda: host_network.chain_exists("KUBE-ROUTER-FORWARD"),
+            )
+        )
+    return started
+
+
 def _wait_default_service_account(api: KubeApi, deadline: float) -> None:
     while time.monotonic() < deadline:
         path = "/api/v1/namespaces/default/serviceaccounts/default"
@@ -174,7 +216,8 @@ def running_kubeconfig(layout: Layout) -> Path | None:
 
 
 def up(layout: Layout, ports: Ports, timeout_s: float = 180.0) -> ClusterInfo:
-    """Start etcd, the control plane, containerd and the kubelet; return once pods can run."""
+    """Start etcd, the control plane, containerd, the kubelet, kube-proxy and (when built)
+    kube-router's NetworkPolicy firewall; return once pods can run and Services route."""
     started = time.monotonic()
     deadline = started + timeout_s
     if layout.state_file.exists():
@@ -193,7 +236,9 @@ def up(layout: Layout, ports: Ports, timeout_s: float = 180.0) -> ClusterInfo:
     containerd_config = node_config.write_containerd_config(layout)
     node_config.write_cni_config(layout)
     kubelet_config = node_config.write_kubelet_config(layout, ports, pki)
-    node_host.create_bridge()
+    # Rules a run killed without `down` left would make kube-router look ready at once.
+    host_network.remove_cluster_rules()
+    host_network.create_bridge()
     node_host.create_cgroup_root()
     context = _health_context(pki)
     running: list[Running] = []
@@ -219,6 +264,9 @@ def up(layout: Layout, ports: Ports, timeout_s: float = 180.0) -> ClusterInfo:
             launch(components.kwok(layout, kubeconfigs["admin"]))
         api = KubeApi.from_kubeconfig(kubeconfigs["admin"])
         _wait_node_schedulable(api, deadline)
+        # Both read the node's InternalIP (the bridge address), so they start once it exists.
+        for component in _service_and_policy_components(layout, ports, api, kubeconfigs):
+            launch(component)
         _wait_default_service_account(api, deadline)
         importer.result(timeout=max(0.0, deadline - time.monotonic()))
     except BaseException:
@@ -251,7 +299,8 @@ def down(layout: Layout, keep_logs: bool = False) -> Path | None:
         processes.stop(leftover, grace_s=2.0)
     node_host.kill_cgroup_processes()
     node_host.unmount_under(layout.run_dir)
-    node_host.delete_bridge()
+    filter_problems = host_network.remove_cluster_rules()
+    host_network.delete_bridge()
     busy = node_host.remove_cgroup_root()
     kept = None
     if keep_logs and layout.logs_dir.exists():
@@ -264,6 +313,8 @@ def down(layout: Layout, keep_logs: bool = False) -> Path | None:
     shutil.rmtree(layout.run_dir, ignore_errors=True)
     if busy:
         raise RuntimeError(f"cgroups still busy after stop: {busy}")
+    if filter_problems:
+        raise RuntimeError(f"packet-filter rules left behind: {filter_problems}")
     return kept
 
 

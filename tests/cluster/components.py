@@ -1,12 +1,15 @@
-"""Command lines of the cluster's processes: etcd, the control plane, containerd and the kubelet."""
+"""Command lines of the cluster's processes: etcd, the control plane, containerd, the kubelet,
+kube-proxy, the NetworkPolicy enforcer (kube-router's firewall) and kwok."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.cluster.certs import Pki
 from tests.cluster.layout import (
+    BRIDGE_GATEWAY,
     KWOK_NODE_ANNOTATION,
     KWOK_POD_SUBNET,
     KWOK_STAGES,
@@ -19,11 +22,15 @@ from tests.cluster.layout import (
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Component:
-    """One process to start, plus the https/http URL that says it is healthy (if any)."""
+    """One process to start, plus how to tell it is ready: an https/http URL answering 200,
+    or a check of what it did to the host (for a component that serves no health endpoint)."""
 
     name: str
     argv: list[str]
     health_url: str | None = None
+    ready: Callable[[], bool] | None = None
+    nice: int = 0
+    """Run at this niceness (`nice -n`): for background work that must not slow the rest."""
 
 
 def etcd(layout: Layout, ports: Ports) -> Component:
@@ -55,10 +62,11 @@ def kube_apiserver(layout: Layout, ports: Ports, pki: Pki) -> Component:
         argv=[
             str(layout.binary("kube-apiserver")),
             f"--etcd-servers=http://127.0.0.1:{ports.etcd_client}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            # The only endpoint is loopback, which the endpoint reconciler refuses to publish.
-            "--endpoint-reconciler-type=none",
+            # The bridge address: the host and the pods both reach it, and the endpoint
+            # reconciler publishes it as the `kubernetes` Service's endpoint (kube-proxy then
+            # routes the in-cluster KUBERNETES_SERVICE_HOST there).
+            f"--bind-address={BRIDGE_GATEWAY}",
+            f"--advertise-address={BRIDGE_GATEWAY}",
             f"--secure-port={ports.apiserver}",
             f"--service-cluster-ip-range={SERVICE_SUBNET}",
             f"--tls-cert-file={pki.apiserver.cert}",
@@ -78,7 +86,7 @@ def kube_apiserver(layout: Layout, ports: Ports, pki: Pki) -> Component:
             "--max-requests-inflight=800",
             "--max-mutating-requests-inflight=400",
         ],
-        health_url=f"https://127.0.0.1:{ports.apiserver}/readyz",
+        health_url=f"https://{BRIDGE_GATEWAY}:{ports.apiserver}/readyz",
     )
 
 
@@ -142,9 +150,54 @@ def kubelet(layout: Layout, ports: Ports, config: Path, kubeconfig: Path) -> Com
             f"--root-dir={layout.kubelet_root}",
             f"--cert-dir={layout.pki_dir / 'kubelet'}",
             f"--hostname-override={NODE_NAME}",
+            # The InternalIP pods can reach (status.hostIP), not the machine's outward address.
+            f"--node-ip={BRIDGE_GATEWAY}",
             "--v=1",
         ],
         health_url=f"http://127.0.0.1:{ports.kubelet_healthz}/healthz",
+    )
+
+
+def kube_proxy(layout: Layout, ports: Ports, config: Path) -> Component:
+    """Services for real: iptables rules (Debian's iptables, nf_tables backend) on the host."""
+    return Component(
+        name="kube-proxy",
+        argv=[str(layout.binary("kube-proxy")), f"--config={config}", "--v=1"],
+        # 200 once the first full sync of the rules is done.
+        health_url=f"http://127.0.0.1:{ports.kube_proxy_healthz}/healthz",
+    )
+
+
+def kube_router(layout: Layout, kubeconfig: Path, ready: Callable[[], bool]) -> Component:
+    """NetworkPolicy enforcement: kube-router with only its firewall (iptables + ipset).
+
+    Routing, the service proxy (kube-proxy does that) and its CNI stay off. Its health server
+    would listen on every interface, so it is off: `ready` checks its iptables chains instead.
+    It rewrites every local pod's chains on each pod event (seconds of iptables-restore with
+    hundreds of pods), so it runs niced: pod start-up keeps the CPU, policies follow a little
+    later under load.
+    """
+    return Component(
+        name="kube-router",
+        argv=[
+            str(layout.kube_router_binary),
+            f"--kubeconfig={kubeconfig}",
+            f"--hostname-override={NODE_NAME}",
+            "--run-firewall=true",
+            "--run-router=false",
+            "--run-service-proxy=false",
+            "--run-loadbalancer=false",
+            "--enable-cni=false",
+            "--enable-ipv4=true",
+            "--enable-ipv6=false",
+            f"--service-cluster-ip-range={SERVICE_SUBNET}",
+            "--health-port=0",
+            "--metrics-port=0",
+            "--iptables-sync-period=5m",
+            "--v=1",
+        ],
+        ready=ready,
+        nice=10,
     )
 
 

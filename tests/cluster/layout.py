@@ -12,6 +12,7 @@ CLUSTER_DIR = Path(__file__).resolve().parent
 REPO_ROOT = CLUSTER_DIR.parent.parent
 KUBEBUILD_GO_MOD = CLUSTER_DIR / "kubebuild" / "go.mod"
 KWOKBUILD_GO_MOD = CLUSTER_DIR / "kwokbuild" / "go.mod"
+NETPOLBUILD_GO_MOD = CLUSTER_DIR / "netpolbuild" / "go.mod"
 KWOK_STAGES = CLUSTER_DIR / "kwok-stages.yaml"
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 """Nodes annotated `kwok.x-k8s.io/node: fake` are kwok's: their pods run without containers."""
@@ -26,10 +27,16 @@ BRIDGE_NAME = "sfbr0"
 CGROUP_ROOT = "sandfleet-test"
 """Top-level cgroup the kubelet nests its pods in, so cleanup removes exactly what it made."""
 POD_SUBNET = "10.244.0.0/22"
-"""1022 pod addresses on one node; only host<->pod traffic on the local bridge, never routed."""
-BRIDGE_ADDRESS = "10.244.0.1/22"
+"""1022 pod addresses on one node; pods reach the host, each other and Services, nothing else."""
+BRIDGE_GATEWAY = "10.244.0.1"
+"""The host's address on the pod bridge, the one address of the node that pods can reach: the
+API server listens here (and is the `kubernetes` Service's endpoint), it is the node's
+InternalIP, and pods route the Service range through it."""
+BRIDGE_ADDRESS = f"{BRIDGE_GATEWAY}/22"
 SERVICE_SUBNET = "10.96.0.0/24"
-"""Service IPs are allocated but not routed: there is no kube-proxy on the test node."""
+"""ClusterIPs, routed by kube-proxy's iptables rules on the host."""
+KUBERNETES_SERVICE_IP = "10.96.0.1"
+"""The first address of SERVICE_SUBNET: the `kubernetes` Service in-cluster clients use."""
 MAX_PODS = 600
 PAUSE_IMAGE = "sandfleet.local/pause:1"
 
@@ -49,6 +56,10 @@ def kubernetes_release() -> str:
 
 def kwok_version() -> str:
     return _required_version(KWOKBUILD_GO_MOD, "sigs.k8s.io/kwok")
+
+
+def kube_router_version() -> str:
+    return _required_version(NETPOLBUILD_GO_MOD, "github.com/cloudnativelabs/kube-router/v2")
 
 
 def cache_root() -> Path:
@@ -90,6 +101,14 @@ class Ports:
         return self.base + 59
 
     @property
+    def kube_proxy_healthz(self) -> int:
+        return self.base + 56
+
+    @property
+    def kube_proxy_metrics(self) -> int:
+        return self.base + 49
+
+    @property
     def controller_manager(self) -> int:
         return self.base + 57
 
@@ -120,6 +139,12 @@ class Layout:
     def kwok_binary(self) -> Path:
         """Built by setup.sh unless SANDFLEET_CLUSTER_KWOK=0; the cluster starts it if present."""
         return self.cache / "bin" / f"kwok-{kwok_version()}" / "kwok"
+
+    @property
+    def kube_router_binary(self) -> Path:
+        """The NetworkPolicy enforcer (kube-router's firewall only), built by setup.sh unless
+        SANDFLEET_CLUSTER_NETPOL=0; the cluster starts it if present."""
+        return self.cache / "bin" / f"kube-router-{kube_router_version()}" / "kube-router"
 
     @property
     def images_dir(self) -> Path:
@@ -184,8 +209,13 @@ class Layout:
     def kubelet_root(self) -> Path:
         return self.run_dir / "kubelet"
 
+    @property
+    def kube_proxy_config(self) -> Path:
+        return self.run_dir / "kube-proxy-config.json"
+
     def read_images(self) -> dict[str, Image]:
-        """Images setup.sh built, by role ("pause", "runtime"); empty when nothing was built."""
+        """Images setup.sh built, by role ("pause", "runtime", "operator"); empty when nothing
+        was built."""
         if not self.images_index.exists():
             return {}
         raw: dict[str, dict[str, str]] = json.loads(self.images_index.read_text())

@@ -1,20 +1,30 @@
-"""Configuration files of the one real node: containerd, the bridge CNI network and the kubelet."""
+"""Configuration of the one real node: containerd, the bridge CNI network, the kubelet and
+kube-proxy (files), and kube-router's access to the API (RBAC objects)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from tests.cluster.certs import Pki
 from tests.cluster.layout import (
+    BRIDGE_GATEWAY,
     BRIDGE_NAME,
     CGROUP_ROOT,
     MAX_PODS,
+    NODE_NAME,
     PAUSE_IMAGE,
     POD_SUBNET,
+    SERVICE_SUBNET,
     Layout,
     Ports,
 )
+
+KUBE_ROUTER_USER = "system:kube-router"
+"""The client certificate's CN kube-router authenticates with (certs.py)."""
+KUBE_ROUTER_ROLE = "sandfleet-test:kube-router"
+_RBAC = "/apis/rbac.authorization.k8s.io/v1"
 
 CNI_BIN_DIR = "/usr/lib/cni"
 """Where Debian's containernetworking-plugins installs the plugins."""
@@ -76,8 +86,10 @@ oom_score = 0
 def write_cni_config(layout: Layout) -> Path:
     """A bridge network whose gateway address the cluster tool sets itself.
 
-    isGateway stays false so the plugin never turns on IP forwarding: pods can talk to the
-    host over the bridge and to each other, and to nothing beyond this machine.
+    isGateway stays false so the plugin never turns on IP forwarding for the whole host (the
+    cluster tool enables it for the bridge alone). Pods get a route to the Service range via
+    the host, where kube-proxy's rules translate it, and no default route: they reach the host,
+    each other and Services, and nothing beyond this machine.
     """
     network = {
         "cniVersion": "1.0.0",
@@ -92,7 +104,16 @@ def write_cni_config(layout: Layout) -> Path:
                 "ipam": {
                     "type": "host-local",
                     "dataDir": str(layout.cni_ipam_dir),
-                    "ranges": [[{"subnet": POD_SUBNET, "rangeStart": "10.244.0.10"}]],
+                    "ranges": [
+                        [
+                            {
+                                "subnet": POD_SUBNET,
+                                "rangeStart": "10.244.0.10",
+                                "gateway": BRIDGE_GATEWAY,
+                            }
+                        ]
+                    ],
+                    "routes": [{"dst": SERVICE_SUBNET, "gw": BRIDGE_GATEWAY}],
                 },
             },
             {"type": "loopback"},
@@ -151,3 +172,70 @@ def write_kubelet_config(layout: Layout, ports: Ports, pki: Pki) -> Path:
     path = layout.run_dir / "kubelet-config.json"
     path.write_text(json.dumps(config, indent=2))
     return path
+
+
+def write_kube_proxy_config(layout: Layout, ports: Ports, kubeconfig: Path) -> Path:
+    """KubeProxyConfiguration: iptables mode, touching no more of the host than it must.
+
+    Health and metrics on loopback; NodePorts only on the bridge address (never on the
+    machine's outward interface, nor on 127.0.0.1, which would need route_localnet); the
+    conntrack sysctls left as the host has them.
+    """
+    config = {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 50, "burst": 100},
+        "hostnameOverride": NODE_NAME,
+        "bindAddress": BRIDGE_GATEWAY,
+        "healthzBindAddress": f"127.0.0.1:{ports.kube_proxy_healthz}",
+        "metricsBindAddress": f"127.0.0.1:{ports.kube_proxy_metrics}",
+        "mode": "iptables",
+        "clusterCIDR": POD_SUBNET,
+        "detectLocalMode": "ClusterCIDR",
+        "nodePortAddresses": [f"{BRIDGE_GATEWAY}/32"],
+        "iptables": {"localhostNodePorts": False, "syncPeriod": "30s", "minSyncPeriod": "1s"},
+        "conntrack": {
+            "maxPerCore": 0,
+            "min": 0,
+            "tcpEstablishedTimeout": "0s",
+            "tcpCloseWaitTimeout": "0s",
+        },
+    }
+    layout.kube_proxy_config.write_text(json.dumps(config, indent=2))
+    return layout.kube_proxy_config
+
+
+def kube_router_access() -> list[tuple[str, dict[str, Any]]]:
+    """(path to POST, object): read-only access to what kube-router's informers watch (it
+    starts them all, even with only its firewall on): pods, namespaces, nodes, Services and
+    their endpoints, NetworkPolicies; and events to record what it did."""
+    read = ["get", "list", "watch"]
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": KUBE_ROUTER_ROLE},
+        "rules": [
+            {
+                "apiGroups": [""],
+                "resources": ["pods", "namespaces", "nodes", "services", "endpoints"],
+                "verbs": read,
+            },
+            {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": read},
+            {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": read},
+            {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
+        ],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": KUBE_ROUTER_ROLE},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": KUBE_ROUTER_ROLE,
+        },
+        "subjects": [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": KUBE_ROUTER_USER}
+        ],
+    }
+    return [(f"{_RBAC}/clusterroles", role), (f"{_RBAC}/clusterrolebindings", binding)]

@@ -1,4 +1,5 @@
-"""What the node changes on the host (bridge, cgroups, mounts, containers) and how it is undone."""
+"""What the node changes on the host (cgroups, mounts, containers) and how it is undone; the
+network side is host_network.py."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.cluster.layout import BRIDGE_ADDRESS, BRIDGE_NAME, CGROUP_ROOT, Layout
+from tests.cluster.layout import CGROUP_ROOT, Layout
 from tests.cluster.processes import Running
 
 CGROUP_V1_BASE = Path("/sys/fs/cgroup")
@@ -17,18 +18,6 @@ CGROUP_V1_BASE = Path("/sys/fs/cgroup")
 
 def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, check=check, capture_output=True, text=True)
-
-
-def create_bridge() -> None:
-    """The pod bridge with the host's address on it (the CNI plugin is told not to add one)."""
-    if _run("ip", "link", "show", BRIDGE_NAME, check=False).returncode != 0:
-        _run("ip", "link", "add", BRIDGE_NAME, "type", "bridge")
-    _run("ip", "addr", "replace", BRIDGE_ADDRESS, "dev", BRIDGE_NAME)
-    _run("ip", "link", "set", BRIDGE_NAME, "up")
-
-
-def delete_bridge() -> None:
-    _run("ip", "link", "delete", BRIDGE_NAME, check=False)
 
 
 def _cgroup_controllers() -> list[Path]:

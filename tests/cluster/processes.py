@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import shutil
 import signal
 import ssl
 import subprocess
@@ -37,9 +38,12 @@ def start(component: Component, logs_dir: Path) -> tuple[Running, subprocess.Pop
     """Start one component in its own session, stdout and stderr into logs_dir/NAME.log."""
     logs_dir.mkdir(parents=True, exist_ok=True)
     log_path = logs_dir / f"{component.name}.log"
+    argv = component.argv
+    if component.nice:
+        argv = ["nice", "-n", str(component.nice), *argv]
     with log_path.open("ab") as log:
         process = subprocess.Popen(
-            component.argv,
+            argv,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -48,8 +52,23 @@ def start(component: Component, logs_dir: Path) -> tuple[Running, subprocess.Pop
             start_new_session=True,
         )
     _children[process.pid] = process
-    executable = os.readlink(f"/proc/{process.pid}/exe")
+    executable = _executable(process, component.argv[0] if component.nice else None)
     return Running(component.name, process.pid, executable, str(log_path)), process
+
+
+def _executable(process: subprocess.Popen[bytes], exec_target: str | None) -> str:
+    """What the pid runs, as is_alive() will check it. Popen returns once its own exec is
+    done; behind `nice`, wait (briefly) for nice's exec of the real program too."""
+    path = f"/proc/{process.pid}/exe"
+    if exec_target is None:
+        return os.readlink(path)
+    expected = os.path.realpath(shutil.which(exec_target) or exec_target)
+    deadline = time.monotonic() + 5.0
+    while os.readlink(path) != expected and process.poll() is None:
+        if time.monotonic() > deadline:
+            raise ClusterStartError(f"{exec_target} never started behind nice")
+        time.sleep(0.01)
+    return expected
 
 
 def _healthy(url: str, context: ssl.SSLContext) -> bool:
@@ -67,7 +86,8 @@ def wait_healthy(
     context: ssl.SSLContext,
     timeout_s: float,
 ) -> None:
-    """Poll the health URL until 200, failing early (with the log's tail) if the process dies."""
+    """Poll the health URL until 200 (or the ready check until true), failing early (with the
+    log's tail) if the process dies."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -75,11 +95,13 @@ def wait_healthy(
                 f"{component.name} exited with {process.returncode}; "
                 f"log {running.log}:\n{tail(Path(running.log))}"
             )
-        if component.health_url is None or _healthy(component.health_url, context):
+        url_ok = component.health_url is None or _healthy(component.health_url, context)
+        if url_ok and (component.ready is None or component.ready()):
             return
         time.sleep(0.2)
     raise ClusterStartError(
-        f"{component.name} not healthy after {timeout_s:.0f}s at {component.health_url}; "
+        f"{component.name} not healthy after {timeout_s:.0f}s "
+        f"({component.health_url or 'ready check'}); "
         f"log {running.log}:\n{tail(Path(running.log))}"
     )
 

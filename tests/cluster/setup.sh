@@ -3,10 +3,13 @@
 #
 #   bash tests/cluster/setup.sh [STEP]     Debian packages, Kubernetes + etcd binaries, images
 #                                          (STEP: all (default) | packages | binaries | images)
+#   bash tests/cluster/setup.sh runtime-full   the full sandbox image too (PyPI downloads; not in CI)
 #
-# The runtime image is rebuilt whenever its sources changed (runtime, proto, control plane,
-# pyproject, Dockerfile) and, when a cluster is running, imported into it without a restart.
+# The sandbox image (runtime/Dockerfile --target slim: runtime, proto, pyproject, Dockerfile)
+# and the operator image (operator/Dockerfile: the control plane too) are rebuilt whenever
+# their sources changed and, when a cluster is running, imported into it without a restart.
 #   SANDFLEET_CLUSTER_KWOK=0 bash ...      without kwok (fake nodes for the scale test)
+#   SANDFLEET_CLUSTER_NETPOL=0 bash ...    without kube-router (NetworkPolicies then not enforced)
 #
 # Cache: ${SANDFLEET_CLUSTER_CACHE:-$HOME/.cache/sandfleet/cluster}, outside the repository so
 # fresh clones on one machine share it. Binaries are keyed by the Kubernetes release, images by
@@ -28,7 +31,8 @@ PAUSE_REF="sandfleet.local/pause:1"
 NICE=(nice -n 10)
 GO_BUILD=(go build -p 2 -trimpath)
 BUILDAH=(buildah --root "$CACHE/buildah/storage" --runroot "$CACHE/buildah/runroot" --storage-driver overlay)
-APT_PACKAGES=(containerd runc containernetworking-plugins iproute2 iptables openssl
+# iptables for kube-proxy and kube-router, ipset for kube-router's NetworkPolicy sets.
+APT_PACKAGES=(containerd runc containernetworking-plugins iproute2 iptables ipset openssl
               debootstrap buildah ca-certificates)
 
 # The Go toolchain of this machine image lives here; a PATH without it still finds it.
@@ -54,26 +58,42 @@ install_packages() {
   say "installed Debian packages in $(elapsed "$started")"
 }
 
+# Binary name -> package in the kubebuild module.
+declare -A KUBE_PACKAGES=(
+  [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
+  [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
+  [kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
+  [kubelet]=k8s.io/kubernetes/cmd/kubelet
+  [kube-proxy]=k8s.io/kubernetes/cmd/kube-proxy
+  [kubectl]=k8s.io/kubernetes/cmd/kubectl
+  [etcd]=./cmd/etcd
+)
+
 build_binaries() {
-  local wanted=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl pause)
+  # Only what is missing: a cache from before kube-proxy joined gets just kube-proxy.
   local absent=()
-  for binary in "${wanted[@]}"; do [ -x "$BIN/$binary" ] || absent+=("$binary"); done
-  if [ ${#absent[@]} -eq 0 ]; then say "reused Kubernetes $RELEASE binaries in $BIN"; return; fi
+  for binary in "${!KUBE_PACKAGES[@]}"; do [ -x "$BIN/$binary" ] || absent+=("$binary"); done
+  if [ ${#absent[@]} -eq 0 ] && [ -x "$BIN/pause" ]; then
+    say "reused Kubernetes $RELEASE binaries in $BIN"; return
+  fi
   command -v go >/dev/null || { echo "Go toolchain (go >= 1.26) not found" >&2; exit 1; }
   local started; started=$(date +%s)
   local version=k8s.io/component-base/version staging="$BIN.partial"
   local ldflags="-s -w -X $version.gitVersion=$RELEASE -X $version.gitMajor=1"
   ldflags+=" -X $version.gitMinor=$(echo "$RELEASE" | cut -d. -f2) -X $version.gitTreeState=clean"
-  mkdir -p "$staging"
-  say "building Kubernetes $RELEASE + etcd (several minutes; log $LOGS/go-build.log)"
+  local packages=()
+  for binary in "${absent[@]}"; do packages+=("${KUBE_PACKAGES[$binary]}"); done
+  rm -rf "$staging" && mkdir -p "$staging"
+  say "building ${absent[*]:-pause} ($RELEASE; several minutes when cold; log $LOGS/go-build.log)"
   (
     cd "$HERE/kubebuild"
     # providerless: no in-tree cloud providers, which Kubernetes itself builds this way too.
-    "${NICE[@]}" "${GO_BUILD[@]}" -tags providerless -ldflags "$ldflags" -o "$staging/" \
-      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-      k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet \
-      k8s.io/kubernetes/cmd/kubectl ./cmd/etcd
-    CGO_ENABLED=0 "${NICE[@]}" "${GO_BUILD[@]}" -ldflags "-s -w" -o "$staging/pause" ./cmd/pause
+    if [ ${#packages[@]} -gt 0 ]; then
+      "${NICE[@]}" "${GO_BUILD[@]}" -tags providerless -ldflags "$ldflags" -o "$staging/" "${packages[@]}"
+    fi
+    if [ ! -x "$BIN/pause" ]; then
+      CGO_ENABLED=0 "${NICE[@]}" "${GO_BUILD[@]}" -ldflags "-s -w" -o "$staging/pause" ./cmd/pause
+    fi
   ) > "$LOGS/go-build.log" 2>&1 || { tail -30 "$LOGS/go-build.log" >&2; exit 1; }
   mv "$staging"/* "$BIN"/ && rmdir "$staging"
   say "built binaries in $(elapsed "$started")"
@@ -89,6 +109,22 @@ build_kwok() {
      -o "$CACHE/bin/kwok-$version/kwok" sigs.k8s.io/kwok/cmd/kwok) > "$LOGS/kwok-build.log" 2>&1 \
     || { tail -30 "$LOGS/kwok-build.log" >&2; exit 1; }
   say "built kwok in $(elapsed "$started")"
+}
+
+# The NetworkPolicy enforcer: kube-router's firewall (iptables + ipset), from its Go module.
+build_kube_router() {
+  [ "${SANDFLEET_CLUSTER_NETPOL:-1}" = 1 ] || return 0
+  local version
+  version="$(sed -n 's/^[[:space:]]*\(require \)\{0,1\}github\.com\/cloudnativelabs\/kube-router\/v2 \(v[^ ]*\).*/\2/p' \
+    "$HERE/netpolbuild/go.mod" | head -1)"
+  if [ -x "$CACHE/bin/kube-router-$version/kube-router" ]; then say "reused kube-router $version"; return; fi
+  local started; started=$(date +%s)
+  say "building kube-router $version (log $LOGS/kube-router-build.log)"
+  (cd "$HERE/netpolbuild" && "${NICE[@]}" "${GO_BUILD[@]}" \
+     -ldflags "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$version" \
+     -o "$CACHE/bin/kube-router-$version/kube-router" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router) \
+    > "$LOGS/kube-router-build.log" 2>&1 || { tail -30 "$LOGS/kube-router-build.log" >&2; exit 1; }
+  say "built kube-router in $(elapsed "$started")"
 }
 
 has_image() { "${BUILDAH[@]}" inspect --type image "$1" >/dev/null 2>&1; }
@@ -140,36 +176,80 @@ build_pause_image() {
   say "built pause image $PAUSE_REF"
 }
 
-build_runtime_image() {
-  local key
-  key=$(hash_of runtime/Dockerfile pyproject.toml runtime/sandfleet_runtime proto/sandfleet_proto \
-        operator/sandfleet)
-  RUNTIME_REF="sandfleet.local/sandbox-runtime:$key"
-  RUNTIME_ARCHIVE="sandbox-runtime-$key.tar"
-  if [ -f "$IMAGES/$RUNTIME_ARCHIVE" ]; then say "reused runtime image $RUNTIME_REF"; return; fi
+# What each image is built from (the cache key): the slim sandbox image never sees the control
+# plane, so operator edits rebuild only the operator image.
+RUNTIME_SOURCES=(runtime/Dockerfile pyproject.toml runtime/sandfleet_runtime proto/sandfleet_proto)
+OPERATOR_SOURCES=(operator/Dockerfile pyproject.toml operator/sandfleet runtime/sandfleet_runtime
+                  proto/sandfleet_proto)
+PROJECT_VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO/pyproject.toml" | head -1)"
+REVISION="$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)"
+
+image_size() {  # uncompressed size as buildah reports it
+  "${BUILDAH[@]}" images --format '{{.Size}}' "$1" 2>/dev/null | head -1
+}
+
+# build_image NAME TARGET SOURCES...: build (or reuse) sandfleet.local/NAME:<hash of SOURCES>
+# from the Dockerfile SOURCES starts with, on the local Debian base; export it as
+# NAME-<hash>.tar and drop older builds of NAME. Sets IMAGE_REF and IMAGE_ARCHIVE.
+# TARGET "" builds the Dockerfile's last stage.
+build_image() {
+  local name=$1 target=$2; shift 2
+  local dockerfile=$1 key; key=$(hash_of "$@")
+  IMAGE_REF="sandfleet.local/$name:$key"
+  IMAGE_ARCHIVE="$name-$key.tar"
+  if [ -f "$IMAGES/$IMAGE_ARCHIVE" ]; then say "reused $name image $IMAGE_REF"; return; fi
   local started; started=$(date +%s)
   # pip inside the build trusts what the host trusts (this matters behind an egress proxy).
   local host_ca="${PIP_CERT:-${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}}"
-  PIP_CA_SECRET=()
-  [ -s "$host_ca" ] && PIP_CA_SECRET=(--secret "id=pip_ca,src=$host_ca")
-  say "building $RUNTIME_REF from runtime/Dockerfile (log $LOGS/runtime-image.log)"
+  local build_args=(--build-arg "BASE_IMAGE=$BASE_REF" --build-arg "VERSION=$PROJECT_VERSION"
+                    --build-arg "REVISION=$REVISION")
+  [ -s "$host_ca" ] && build_args+=(--secret "id=pip_ca,src=$host_ca")
+  [ -n "$target" ] && build_args+=(--target "$target")
+  say "building $IMAGE_REF from $dockerfile${target:+ (target $target)} (log $LOGS/$name-image.log)"
   # chroot isolation: RUN steps need neither runc-in-runc nor user namespaces.
   "${NICE[@]}" "${BUILDAH[@]}" bud --isolation chroot --network host --pull=never \
-    --build-arg "BASE_IMAGE=$BASE_REF" "${PIP_CA_SECRET[@]}" -f "$REPO/runtime/Dockerfile" -t "$RUNTIME_REF" "$REPO" \
-    > "$LOGS/runtime-image.log" 2>&1 || { tail -30 "$LOGS/runtime-image.log" >&2; exit 1; }
-  export_image "$RUNTIME_REF" "$RUNTIME_ARCHIVE"
+    "${build_args[@]}" -f "$REPO/$dockerfile" -t "$IMAGE_REF" "$REPO" \
+    > "$LOGS/$name-image.log" 2>&1 || { tail -30 "$LOGS/$name-image.log" >&2; exit 1; }
+  export_image "$IMAGE_REF" "$IMAGE_ARCHIVE"
   # Older builds only fill the disk: keep the one just made.
-  find "$IMAGES" -maxdepth 1 -name 'sandbox-runtime-*.tar' ! -name "$RUNTIME_ARCHIVE" -delete
-  "${BUILDAH[@]}" images --format '{{.Name}}:{{.Tag}}' | grep '^sandfleet.local/sandbox-runtime:' \
-    | grep -vx "$RUNTIME_REF" | xargs -r "${BUILDAH[@]}" rmi >/dev/null 2>&1 || true
-  say "built runtime image in $(elapsed "$started") (archive $(du -h "$IMAGES/$RUNTIME_ARCHIVE" | cut -f1))"
+  # (by the exact name-<12 hex>.tar shape: sandbox-runtime-full-* is not sandbox-runtime's)
+  find "$IMAGES" -maxdepth 1 -regextype posix-extended -regex ".*/$name-[0-9a-f]{12}\.tar" \
+    ! -name "$IMAGE_ARCHIVE" -delete
+  "${BUILDAH[@]}" images --format '{{.Name}}:{{.Tag}}' | grep "^sandfleet.local/$name:" \
+    | grep -vx "$IMAGE_REF" | xargs -r "${BUILDAH[@]}" rmi >/dev/null 2>&1 || true
+  say "built $name image in $(elapsed "$started") ($(image_size "$IMAGE_REF") uncompressed)"
+}
+
+build_runtime_image() {
+  build_image sandbox-runtime slim "${RUNTIME_SOURCES[@]}"
+  RUNTIME_REF=$IMAGE_REF RUNTIME_ARCHIVE=$IMAGE_ARCHIVE
+}
+
+build_operator_image() {
+  build_image sandfleet-operator "" "${OPERATOR_SOURCES[@]}"
+  OPERATOR_REF=$IMAGE_REF OPERATOR_ARCHIVE=$IMAGE_ARCHIVE
+}
+
+# The full sandbox image (runtime/Dockerfile's default target: build tools and the scientific
+# Python stack, ~300 MB of PyPI downloads). Not part of `all` and never imported into the
+# cluster: `setup.sh runtime-full` builds it (e.g. for the size report) and smoke-tests it.
+build_full_runtime_image() {
+  build_image sandbox-runtime-full full "${RUNTIME_SOURCES[@]}"
+  local container probe
+  probe='import numpy, scipy, sympy, pandas, matplotlib, sklearn, networkx; print("science", numpy.__version__)'
+  container=$("${BUILDAH[@]}" from --pull=never "$IMAGE_REF")
+  "${BUILDAH[@]}" run --isolation chroot --user 1000:1000 --workingdir /testbed "$container" -- \
+    /bin/bash -c "python -c '$probe' && gcc --version | head -1 && git --version && id -u && pwd" \
+    | sed 's/^/[setup] full image: /'
+  "${BUILDAH[@]}" rm "$container" >/dev/null
 }
 
 write_index() {
   cat > "$IMAGES/index.json.partial" <<EOF
 {
   "pause": {"ref": "$PAUSE_REF", "archive": "$PAUSE_ARCHIVE"},
-  "runtime": {"ref": "$RUNTIME_REF", "archive": "$RUNTIME_ARCHIVE"}
+  "runtime": {"ref": "$RUNTIME_REF", "archive": "$RUNTIME_ARCHIVE"},
+  "operator": {"ref": "$OPERATOR_REF", "archive": "$OPERATOR_ARCHIVE"}
 }
 EOF
   mv "$IMAGES/index.json.partial" "$IMAGES/index.json"
@@ -185,12 +265,21 @@ import_into_running_cluster() {
     | sed 's/^/[setup] /'
 }
 
+# Helm comes from its Go module too; tests/cluster/build_helm.sh (the chart's owners) builds
+# it into the cache. Skipped while that script does not exist.
+build_helm() {
+  if [ -f "$HERE/build_helm.sh" ]; then bash "$HERE/build_helm.sh"; else say "no build_helm.sh: no helm"; fi
+}
+
 TOTAL_STARTED=$(date +%s)
-STEPS="${1:-all}"  # all | packages | binaries | images
+STEPS="${1:-all}"  # all | packages | binaries | images | runtime-full
 case "$STEPS" in all|packages) install_packages ;; esac
-case "$STEPS" in all|binaries) build_binaries; build_kwok ;; esac
-case "$STEPS" in all|images)
+case "$STEPS" in all|binaries) build_binaries; build_kwok; build_kube_router; build_helm ;; esac
+case "$STEPS" in all|images|runtime-full)
   [ -x "$BIN/pause" ] || { echo "no $BIN/pause: run the binaries step first" >&2; exit 1; }
-  build_base_image; build_pause_image; build_runtime_image; write_index
+  build_base_image ;; esac
+case "$STEPS" in all|images)
+  build_pause_image; build_runtime_image; build_operator_image; write_index
   import_into_running_cluster ;; esac
+case "$STEPS" in runtime-full) build_full_runtime_image ;; esac
 say "ready in $(elapsed "$TOTAL_STARTED"): binaries $BIN, images $IMAGES/index.json"

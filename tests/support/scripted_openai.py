@@ -118,7 +118,11 @@ class ScriptedOpenAIServer:
         script: Iterable[Step] = (),
         *,
         responder: Callable[[RecordedRequest], Step] | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
+        """`host`: the address to listen on; another local address (a test cluster's bridge)
+        makes the server reachable from pods."""
+        self.host = host
         self._script: list[Step] = list(script)
         self._responder = responder
         self.requests: list[RecordedRequest] = []
@@ -133,7 +137,7 @@ class ScriptedOpenAIServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"http://{self.host}:{self.port}/v1"
 
     def add(self, *steps: Step) -> None:
         self._script.extend(steps)
@@ -143,7 +147,7 @@ class ScriptedOpenAIServer:
         return [r for r in self.requests if r.path.endswith("/chat/completions")]
 
     async def start(self) -> ScriptedOpenAIServer:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._accept, self.host, 0)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 

@@ -121,9 +121,7 @@ def managed_session_spec(
         )
 
 
-def agent_spec(
-    config: AgentConfig, task: Task, *, api_key_secret: KeyRef | None
-) -> AgentSpec:
+def agent_spec(config: AgentConfig, task: Task, *, api_key_secret: KeyRef | None) -> AgentSpec:
     """spec.agent from the loop's configuration and the task.
 
     The task's own templates (prompt_config.yaml) travel as they are: the operator's loop

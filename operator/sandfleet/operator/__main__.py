@@ -40,6 +40,7 @@ def platform_defaults(settings: OperatorSettings) -> PlatformDefaults:
         memory_request=settings.default_memory_request,
         memory_limit=settings.default_memory_limit,
         dns_policy=settings.dns_policy,
+        scheduler_name=settings.default_scheduler_name,
     )
 
 

@@ -42,7 +42,16 @@ class ResumeImpossibleError(Exception):
 
 
 async def agent_config(ctx: OperatorContext, namespace: str, agent: AgentSpec) -> AgentConfig:
+    """The loop's configuration. A session that names no endpoint and no key gets the
+    platform's default endpoint and key; the platform's key never goes anywhere else."""
     api_key = None
+    base_url = agent.base_url
+    settings = ctx.settings
+    if base_url is None and agent.api_key_secret_ref is None and settings.default_model_base_url:
+        base_url = settings.default_model_base_url
+        if settings.default_model_api_key_file is not None:
+            key_file = settings.default_model_api_key_file
+            api_key = (await asyncio.to_thread(key_file.read_text)).strip()
     if agent.api_key_secret_ref is not None:
         ref = agent.api_key_secret_ref
         try:
@@ -53,7 +62,7 @@ async def agent_config(ctx: OperatorContext, namespace: str, agent: AgentSpec) -
             ) from exc
     return AgentConfig(
         model=agent.model,
-        base_url=agent.base_url,
+        base_url=base_url,
         api_key=api_key,
         max_turns=agent.max_turns,
         max_tokens=agent.max_tokens,

@@ -58,8 +58,28 @@ async def configure(settings: kopf.OperatorSettings, memo: OperatorContext, **_:
     # A session's daemon does its own waiting: kopf must not delay it.
     settings.queueing.idle_timeout = 30.0
     settings.peering.lifetime = memo.settings.peering_lifetime_seconds
+    # Serving listed namespaces, kopf must not scan namespaces and CRDs cluster-wide: a
+    # Role-only (tenant) install may not, and kopf would retry for about a minute.
+    settings.scanning.disabled = bool(memo.settings.namespaces)
     memo.start_background()
     log.info("operator_started", namespaces=memo.settings.namespaces or "all")
+
+
+@kopf.on.login()
+def login(memo: OperatorContext, **_: Any) -> kopf.ConnectionInfo:
+    """kopf talks to the API server exactly as the operator's own client does: the same
+    kubeconfig or service account, the same address (kopf's own in-cluster login would use
+    kubernetes.default.svc, which needs cluster DNS)."""
+    config = memo.kube.config
+    return kopf.ConnectionInfo(
+        server=config.server,
+        ca_data=config.certificate_authority,
+        insecure=config.insecure_skip_tls_verify,
+        token=config.bearer_token(),
+        certificate_data=config.client_certificate,
+        private_key_data=config.client_key,
+        default_namespace=config.namespace,
+    )
 
 
 @kopf.on.cleanup()

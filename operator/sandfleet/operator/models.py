@@ -78,6 +78,8 @@ class PodTemplate(_Spec):
     resources: Resources | None = None
     """None: the operator's default requests and limits."""
     runtime_class_name: str | None = None
+    scheduler_name: str | None = Field(default=None, max_length=253)
+    """None: the operator's default scheduler name (normally the cluster's default)."""
     env: tuple[EnvVar, ...] = Field(default=(), max_length=128)
     """Pod-level environment (baked into the pod; for per-session values use spec.env)."""
     node_selector: dict[str, str] = {}

@@ -43,9 +43,7 @@ class SessionPlan:
 
 def readable(exc: pydantic.ValidationError) -> str:
     """A validation error on one line: `field.path: problem; ...` (camelCase paths)."""
-    return "; ".join(
-        f"{'.'.join(map(str, e['loc'])) or 'spec'}: {e['msg']}" for e in exc.errors()
-    )
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'spec'}: {e['msg']}" for e in exc.errors())
 
 
 def parse_session_spec(raw: dict[str, object]) -> SandboxSessionSpec:

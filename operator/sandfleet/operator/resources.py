@@ -95,6 +95,8 @@ class PlatformDefaults:
     cpu_limit: str | None = None
     """None: no CPU limit by default (a limit throttles even on an idle node)."""
     dns_policy: str = "ClusterFirst"
+    scheduler_name: str | None = None
+    """None: the cluster's default scheduler (a template's schedulerName wins)."""
     termination_grace_period_s: int = 5
     """The runtime shuts down in well under a second; nothing in a sandbox needs longer."""
 
@@ -123,6 +125,7 @@ class ResolvedPod:
     """{"requests": {...}, "limits": {...}}, both always present (maybe empty)."""
     env: tuple[tuple[str, str], ...] = ()
     runtime_class_name: str | None = None
+    scheduler_name: str | None = None
     node_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
     workdir: str = DEFAULT_WORKDIR
@@ -149,6 +152,7 @@ def resolve_pod_template(template: PodTemplate | None, defaults: PlatformDefault
         resources=resources,
         env=tuple((e.name, e.value) for e in template.env),
         runtime_class_name=template.runtime_class_name,
+        scheduler_name=template.scheduler_name or defaults.scheduler_name,
         node_selector=dict(template.node_selector),
         tolerations=tuple(t.to_k8s() for t in template.tolerations),
         workdir=template.workdir,
@@ -171,6 +175,8 @@ def template_hash(pod: ResolvedPod) -> str:
             "nodeSelector": pod.node_selector,
             "tolerations": pod.tolerations,
             "workdir": pod.workdir,
+            # Only when set, so the hashes of existing pools' pods stay what they were.
+            **({"schedulerName": pod.scheduler_name} if pod.scheduler_name else {}),
         },
         sort_keys=True,
         separators=(",", ":"),
@@ -249,6 +255,8 @@ def _pod_spec(pod: ResolvedPod, token_secret: str, defaults: PlatformDefaults) -
     }
     if pod.runtime_class_name is not None:
         spec["runtimeClassName"] = pod.runtime_class_name
+    if pod.scheduler_name is not None:
+        spec["schedulerName"] = pod.scheduler_name
     if pod.node_selector:
         spec["nodeSelector"] = dict(pod.node_selector)
     if pod.tolerations:

@@ -30,6 +30,15 @@ class OperatorSettings(BaseSettings):
     default_memory_request: str = "64Mi"
     default_memory_limit: str = "512Mi"
     dns_policy: Literal["ClusterFirst", "Default"] = "ClusterFirst"
+    default_scheduler_name: str | None = None
+    """Scheduler for sandbox pods whose template names none (e.g. the chart's bin-packing
+    scheduler); None: the cluster's default."""
+    default_model_base_url: str | None = None
+    """Endpoint for managed sessions that set neither baseURL nor apiKeySecretRef."""
+    default_model_api_key_file: Path | None = None
+    """File holding the API key for `default_model_base_url` (a mounted Secret; read at
+    each session start, so a rotated key needs no restart). Never sent to an endpoint a
+    session picked itself."""
     operator_namespace: str = "sandfleet-system"
     """Where the operator's pods run: sandbox NetworkPolicies admit ingress from there only."""
     operator_pod_labels: dict[str, str] = {"app.kubernetes.io/name": "sandfleet-operator"}

@@ -1,0 +1,144 @@
+{{- /*
+Names, labels and the small decisions several templates share. Names are made here only, so
+that the operator's settings (its Service, its pod labels, the peering object) always name
+what the chart actually created.
+*/}}
+
+{{- define "sandfleet.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- /*
+The prefix of every object name. Release "sandfleet" gives "sandfleet", so the operator's
+Service is "sandfleet-operator" as `sandfleet trajectory` expects by default; release "prod"
+gives "prod-sandfleet". Cut to 47 characters: the longest suffix added is "-binpack-scheduler"
+(16) and names of Deployments' pods must stay within 63.
+*/}}
+{{- define "sandfleet.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 47 | trimSuffix "-" }}
+{{- else }}
+{{- $name := include "sandfleet.name" . }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 47 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 47 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "sandfleet.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- /* Labels of every object; call with the root context. */}}
+{{- define "sandfleet.labels" -}}
+helm.sh/chart: {{ include "sandfleet.chart" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: sandfleet
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "sandfleet.operator.name" -}}
+{{- printf "%s-operator" (include "sandfleet.fullname" .) }}
+{{- end }}
+
+{{- /*
+The operator pods' selector labels. The operator is told them (operator_pod_labels): every
+sandbox's NetworkPolicy admits ingress only from pods with exactly these labels in the release
+namespace, so they must not drift from the pod template's labels.
+*/}}
+{{- define "sandfleet.operator.selectorLabels" -}}
+app.kubernetes.io/name: sandfleet-operator
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "sandfleet.operator.labels" -}}
+{{ include "sandfleet.labels" . }}
+app.kubernetes.io/name: sandfleet-operator
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{- /* Labels of the objects the chart puts into tenant namespaces; add a component. */}}
+{{- define "sandfleet.tenantLabels" -}}
+{{ include "sandfleet.labels" . }}
+app.kubernetes.io/name: sandfleet
+{{- end }}
+
+{{- define "sandfleet.operator.serviceAccountName" -}}
+{{- if .Values.operator.serviceAccount.create }}
+{{- default (include "sandfleet.operator.name" .) .Values.operator.serviceAccount.name }}
+{{- else }}
+{{- required "operator.serviceAccount.name is required when operator.serviceAccount.create is false" .Values.operator.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "sandfleet.operator.image" -}}
+{{- $image := .Values.operator.image }}
+{{- if $image.digest }}
+{{- printf "%s@%s" $image.repository $image.digest }}
+{{- else }}
+{{- printf "%s:%s" $image.repository (default .Chart.AppVersion $image.tag) }}
+{{- end }}
+{{- end }}
+
+{{- /* "true" when the operator serves every namespace (ClusterRole mode), "" otherwise. */}}
+{{- define "sandfleet.clusterwide" -}}
+{{- if not .Values.operator.watchNamespaces }}true{{ end }}
+{{- end }}
+
+{{- /* kopf's peering name: set only with more than one replica (standalone otherwise). */}}
+{{- define "sandfleet.peeringName" -}}
+{{- if gt (int .Values.operator.replicas) 1 }}{{ include "sandfleet.fullname" . }}{{ end }}
+{{- end }}
+
+{{- /*
+The tenants as a YAML list, each with every key set: the default template and pool go to each
+of them. Without tenants: the served namespaces (namespace-scoped mode), else the release
+namespace (no editors bound).
+*/}}
+{{- define "sandfleet.tenants" -}}
+{{- $tenants := list }}
+{{- range .Values.tenants }}
+{{- $tenants = append $tenants (dict
+    "namespace" .namespace
+    "runtimeClassName" (default $.Values.template.runtimeClassName .runtimeClassName)
+    "egress" (default $.Values.template.egress .egress)
+    "poolReplicas" (default $.Values.pool.replicas .poolReplicas)
+    "sessionEditors" (default list .sessionEditors)) }}
+{{- end }}
+{{- if not $tenants }}
+{{- range (.Values.operator.watchNamespaces | default (list .Release.Namespace)) }}
+{{- $tenants = append $tenants (dict
+    "namespace" .
+    "runtimeClassName" $.Values.template.runtimeClassName
+    "egress" $.Values.template.egress
+    "poolReplicas" $.Values.pool.replicas
+    "sessionEditors" list) }}
+{{- end }}
+{{- end }}
+{{- with .Values.operator.watchNamespaces }}
+{{- range $tenants }}
+{{- if not (has .namespace $.Values.operator.watchNamespaces) }}
+{{- fail (printf "tenant namespace %s is not in operator.watchNamespaces: the operator would never serve its sessions" .namespace) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toYaml $tenants }}
+{{- end }}
+
+{{- define "sandfleet.sandboxImage" -}}
+{{- printf "%s:%s" .Values.sandboxes.image.repository .Values.sandboxes.image.tag }}
+{{- end }}
+
+{{- define "sandfleet.trajectoryClaimName" -}}
+{{- if eq .Values.trajectoryStore.type "existingClaim" }}
+{{- required "trajectoryStore.existingClaim is required with trajectoryStore.type existingClaim" .Values.trajectoryStore.existingClaim }}
+{{- else }}
+{{- printf "%s-trajectories" (include "sandfleet.fullname" .) }}
+{{- end }}
+{{- end }}

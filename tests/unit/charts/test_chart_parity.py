@@ -1,0 +1,80 @@
+"""The chart installs the same API and the same operator permissions as manifests/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.cluster.helm_cli import CHART_DIR, Helm, find, only
+from tests.cluster.layout import REPO_ROOT
+
+MANIFESTS = REPO_ROOT / "manifests"
+CLUSTER_ONLY_RESOURCES = {"customresourcedefinitions", "namespaces", "clusterkopfpeerings"}
+"""Cluster-scoped resources: a namespace-scoped install cannot (and need not) be granted them."""
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(folder.glob("*.yaml"))}
+
+
+def _manifest_rules() -> list[dict[str, Any]]:
+    role = yaml.safe_load((MANIFESTS / "rbac" / "cluster-role.yaml").read_text())
+    rules: list[dict[str, Any]] = role["rules"]
+    return rules
+
+
+def test_the_charts_crds_are_byte_identical_to_manifests_crds() -> None:
+    chart, manifests = _files(CHART_DIR / "crds"), _files(MANIFESTS / "crds")
+    assert sorted(chart) == sorted(manifests)
+    for name, content in manifests.items():
+        assert chart[name] == content, f"charts/sandfleet/crds/{name} differs from manifests/crds"
+
+
+def test_the_cluster_role_grants_exactly_the_rules_of_manifests_rbac(helm: Helm) -> None:
+    rendered = helm.template()
+    role = only(rendered, "ClusterRole", "sandfleet-system-sandfleet-operator")
+    assert role["rules"] == _manifest_rules()
+    binding = only(rendered, "ClusterRoleBinding", role["metadata"]["name"])
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": role["metadata"]["name"],
+    }
+    account = only(rendered, "ServiceAccount", "sandfleet-operator")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "sandfleet-operator", "namespace": "sandfleet-system"}
+    ]
+    assert account["metadata"]["namespace"] == "sandfleet-system"
+    assert not find(rendered, "Role", "sandfleet-operator")
+
+
+def test_namespace_scoped_mode_grants_the_namespaced_rules_in_each_served_namespace_only(
+    helm: Helm,
+) -> None:
+    served = ["team-a", "team-b"]
+    rendered = helm.template(values={"operator": {"watchNamespaces": served}})
+    assert not find(rendered, "ClusterRole") and not find(rendered, "ClusterRoleBinding")
+    expected = []
+    for rule in _manifest_rules():
+        kept = [r for r in rule["resources"] if r not in CLUSTER_ONLY_RESOURCES]
+        if kept:
+            expected.append({**rule, "resources": kept})
+    roles = find(rendered, "Role", "sandfleet-operator")
+    assert sorted(r["metadata"]["namespace"] for r in roles) == served
+    for role in roles:
+        assert role["rules"] == expected
+    bindings = find(rendered, "RoleBinding", "sandfleet-operator")
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == served
+    for binding in bindings:
+        assert binding["roleRef"]["name"] == "sandfleet-operator"
+        assert binding["subjects"] == [
+            {
+                "kind": "ServiceAccount",
+                "name": "sandfleet-operator",
+                "namespace": "sandfleet-system",
+            }
+        ]
+    config = only(rendered, "ConfigMap", "sandfleet-operator")["data"]
+    assert yaml.safe_load(config["SANDFLEET_OPERATOR_NAMESPACES"]) == served
