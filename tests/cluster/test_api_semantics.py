@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 
 from tests.cluster.kube_api import ApiError, JsonObject, KubeApi, condition_is_true
@@ -166,9 +169,15 @@ async def test_a_namespace_scoped_service_account_is_forbidden_by_rbac(
     await kube.checked("POST", f"{rbac}/roles", role)
     await kube.checked("POST", f"{rbac}/rolebindings", binding)
 
-    allowed = await kube.checked(
-        "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review
-    )
+    # The authorizer reads RBAC from an informer cache: a new binding counts a moment later.
+    deadline = time.monotonic() + 10
+    while True:
+        allowed = await kube.checked(
+            "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review
+        )
+        if allowed["status"]["allowed"] or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.2)
     assert allowed["status"]["allowed"] is True
 
 
