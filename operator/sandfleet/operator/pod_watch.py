@@ -7,6 +7,7 @@ conditions report: unschedulable, image problems, a crashed runtime, a vanished 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
@@ -116,11 +117,11 @@ class PodWaiter:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError(f"pod {self.name} not ready after {timeout_s:.0f}s")
-            wait = remaining if pod is not None or self._seen else min(remaining, 1.0)
-            try:
-                await asyncio.wait_for(signal.wait(), wait)
-            except TimeoutError:
-                continue
+            next_check = self._next_check()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    signal.wait(), remaining if next_check is None else min(remaining, next_check)
+                )
 
     async def until_lost(self) -> str:
         """Returns (with the reason) once the pod is gone or has failed for good."""
@@ -132,10 +133,18 @@ class PodWaiter:
                 return f"pod {self.name} was deleted"
             if pod is not None and (problem := pod_problem(pod)) is not None and problem.final:
                 return problem.message
-            try:
-                await asyncio.wait_for(signal.wait(), 5.0)
-            except TimeoutError:
-                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(signal.wait(), self._next_check())
+
+    def _next_check(self) -> float | None:
+        """How long to wait for a change before looking again without one: only an unseen
+        pod needs that (its grace period may run out); otherwise every change signals.
+        (One timer per waiter would cost thousands of wake-ups a second at scale.)"""
+        if self._seen:
+            return None
+        if not self._index.synced.is_set():
+            return 1.0
+        return max(0.05, self._created_at + UNSEEN_GRACE_S - time.monotonic())
 
     def _gone(self) -> bool:
         if not self._index.synced.is_set():
