@@ -64,7 +64,9 @@ class OperatorSettings(BaseSettings):
     pod_start_timeout_seconds: float = Field(default=600.0, gt=0)
     """A pod still not running after this long fails the session (PodUnschedulable/...)."""
     idle_check_interval_seconds: float = Field(default=15.0, gt=0)
-    orphan_sweep_interval_seconds: float = Field(default=60.0, gt=0)
+    orphan_sweep_interval_seconds: float = Field(default=300.0, gt=0)
+    """The sweep lists every managed pod, Secret, NetworkPolicy, session and pool: at
+    thousands of sessions that is megabytes of JSON, so not too often."""
     pool_claim_attempts: int = Field(default=8, ge=1)
     """Idle pods tried per claim before the session falls back to a cold start."""
 
