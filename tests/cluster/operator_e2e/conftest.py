@@ -1,6 +1,7 @@
-"""The operator under test: one real `sandfleet.operator` process for the whole test run,
-serving every namespace as its ServiceAccount (the ClusterRole in manifests/rbac, nothing
-more). Tests that restart or kill it leave it running again."""
+"""The operator under test: one real `sandfleet.operator` process for the tests of this
+folder, serving every namespace as its ServiceAccount (the ClusterRole in manifests/rbac,
+nothing more). Tests that restart or kill it leave it running again. It stops when the
+folder's last test is done, so it never acts on other tests' SandboxSessions."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from tests.cluster.cluster_access import ClusterUnderTest, unavailable
 from tests.cluster.operator_harness import OperatorProcess, running_operator
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def operator(
     cluster_under_test: ClusterUnderTest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorProcess]:
