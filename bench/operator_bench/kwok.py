@@ -1,7 +1,8 @@
 """kwok fake nodes for the scale rounds: pods bound to them turn Running and Ready at once.
 
-The nodes are tainted (nothing else lands there) and labelled with the bench's own key, so
-the bench's template selects only them, never the fake nodes of a kwok test running beside.
+The nodes carry only the bench's own label and, besides kwok's taint, a taint of the bench's
+own: the bench's template selects only them, and pods of anyone else (a kwok scale test
+running beside it tolerates kwok's taint and selects type=kwok) never land on them.
 """
 
 from __future__ import annotations
@@ -26,14 +27,13 @@ def fake_node(name: str) -> dict[str, Any]:
         "metadata": {
             "name": name,
             "annotations": {KWOK_NODE_ANNOTATION: "fake"},
-            "labels": {
-                "type": "kwok",
-                "kubernetes.io/hostname": name,
-                NODE_LABEL: NODE_LABEL_VALUE,
-            },
+            "labels": {"kubernetes.io/hostname": name, NODE_LABEL: NODE_LABEL_VALUE},
         },
         "spec": {
-            "taints": [{"key": KWOK_NODE_ANNOTATION, "value": "fake", "effect": "NoSchedule"}]
+            "taints": [
+                {"key": KWOK_NODE_ANNOTATION, "value": "fake", "effect": "NoSchedule"},
+                {"key": NODE_LABEL, "value": NODE_LABEL_VALUE, "effect": "NoSchedule"},
+            ]
         },
     }
 
@@ -42,7 +42,10 @@ def kwok_pod_settings() -> dict[str, Any]:
     """SandboxTemplate.spec.pod that puts a session's pod on the bench's fake nodes."""
     return {
         "nodeSelector": {NODE_LABEL: NODE_LABEL_VALUE},
-        "tolerations": [{"key": KWOK_NODE_ANNOTATION, "operator": "Exists"}],
+        "tolerations": [
+            {"key": KWOK_NODE_ANNOTATION, "operator": "Exists"},
+            {"key": NODE_LABEL, "operator": "Equal", "value": NODE_LABEL_VALUE},
+        ],
     }
 
 
