@@ -9,13 +9,23 @@ session event with Ready=True, as a client watching the session sees it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import datetime as dt
+import json
 import time
 from typing import Any
 
 from operator_bench.bench_context import BenchContext
 from operator_bench.host import load_average
 from operator_bench.namespaces import create_namespace, delete_namespace, new_name, strip_finalizers
-from operator_bench.stats import histogram_summary, labelled, latency_ms, read_metrics
+from operator_bench.stats import (
+    histogram_summary,
+    labelled,
+    latency_ms,
+    ms,
+    percentile,
+    read_metrics,
+)
 from operator_bench.timeline import Timeline, stage_medians
 from sandfleet.kube import KubeClient, resource_path
 from sandfleet.operator.api import API_VERSION, POOL_PLURAL, SESSION_KIND, SESSION_PLURAL
@@ -130,6 +140,7 @@ async def claims_round(
                 await timeline.stop()
             result["rival_operators"] = sorted(set(rivals) | operator.rivals_seen)
         result["operator_log"] = operator.log_summary()
+        result["operator_side_p50_ms"] = operator_side_stages(operator.log_lines())
     finally:
         result["finalizers_stripped"] = await strip_finalizers(ctx.kube, namespace)
         await delete_namespace(ctx.kube, namespace)
@@ -200,3 +211,29 @@ def _claim_metrics(metrics: dict[str, dict[tuple[tuple[str, str], ...], float]])
             metrics, "sandfleet_session_start_seconds", source="cold"
         ),
     }
+
+
+_LOGGED = ("pool_sandbox_claimed", "runtime_bound", "session_ready")
+
+
+def operator_side_stages(lines: list[str]) -> dict[str, dict[str, float | None]]:
+    """From the operator's own log (one clock): claim patch answered -> runtime bound (a
+    fresh gRPC channel, wait_ready, BindSession) -> Ready status written, per mode."""
+    seen: dict[str, dict[str, float]] = {}
+    for line in lines:
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            record = json.loads(line)
+            if record.get("event") in _LOGGED:
+                session = str(record["session"]).rsplit("/", 1)[-1]
+                stamp = dt.datetime.fromisoformat(record["timestamp"]).timestamp()
+                seen.setdefault(session, {})[record["event"]] = stamp
+    stages: dict[str, dict[str, float | None]] = {}
+    for prefix in ("seq", "burst"):
+        done = [s for n, s in seen.items() if n.startswith(prefix) and len(s) == len(_LOGGED)]
+        stages[prefix] = {
+            "claimed->bound": ms(percentile([s[_LOGGED[1]] - s[_LOGGED[0]] for s in done], 50)),
+            "bound->ready_written": ms(
+                percentile([s[_LOGGED[2]] - s[_LOGGED[1]] for s in done], 50)
+            ),
+        }
+    return stages

@@ -154,6 +154,9 @@ def _print_details(r: dict[str, Any]) -> None:
         )
     if r.get("rival_operators"):
         print(f"{r['round']}: other sandfleet operators were running: {r['rival_operators']}")
+    for mode, stages in (r.get("operator_side_p50_ms") or {}).items():
+        text = ", ".join(f"{k} {_num(v, 0)}" for k, v in stages.items())
+        print(f"{mode}: operator log, median ms: {text}")
     _print_calls(r)
     _print_profile(r)
     _print_memory(r)

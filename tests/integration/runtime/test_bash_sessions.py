@@ -507,7 +507,8 @@ async def test_a_fork_bomb_is_contained_and_cleaned_up(
     # ...and the next command finds it, kills it and says so.
     assert after.stdout == "ok\n"
     assert "reached the limit of 64 processes" in after.stderr, after.stderr[-300:]
-    assert await _eventually(lambda: process_limits.members() == [shell_pid]), (
+    # Killing 64 processes one signal each can take a while on a loaded 2-core machine.
+    assert await _eventually(lambda: process_limits.members() == [shell_pid], 30), (
         process_limits.members()
     )
     assert (await sessions.run("", "ls / >/dev/null && echo forks-again")).stdout == "forks-again\n"
