@@ -19,7 +19,6 @@ import structlog
 from sandfleet.kube import ConflictError, NotFoundError, resource_path
 from sandfleet.operator.api import (
     API_VERSION,
-    POOL_KIND,
     POOL_PLURAL,
     TOKEN_SECRET_KEY,
     Annotation,
@@ -61,16 +60,9 @@ RECHECK_S = 2.0
 
 class PoolKeeper:
     def __init__(self, ctx: OperatorContext, body: Mapping[str, Any]) -> None:
-        meta = body["metadata"]
         self._ctx = ctx
         self._body = body
-        self.ref = ObjectRef(
-            namespace=meta["namespace"],
-            name=meta["name"],
-            uid=meta["uid"],
-            kind=POOL_KIND,
-            api_version=API_VERSION,
-        )
+        self.ref = ObjectRef.of(body)
         self._creating: dict[str, float] = {}
         """Pods created but not yet seen in the index, by name: counted as live meanwhile."""
         self._last_status: dict[str, Any] = {}

@@ -23,8 +23,6 @@ from sandfleet.operator.agent_driver import (
     set_aside_trajectory,
 )
 from sandfleet.operator.api import (
-    API_VERSION,
-    SESSION_KIND,
     ConditionType,
     Phase,
     Reason,
@@ -66,13 +64,7 @@ class SessionWorker:
         meta = body["metadata"]
         self._ctx = ctx
         self._body = body
-        self.ref = ObjectRef(
-            namespace=meta["namespace"],
-            name=meta["name"],
-            uid=meta["uid"],
-            kind=SESSION_KIND,
-            api_version=API_VERSION,
-        )
+        self.ref = ObjectRef.of(body)
         self.status = SessionStatus(
             ctx.kube,
             self.ref.namespace,
