@@ -14,8 +14,16 @@ import sys
 from pathlib import Path
 
 PROTO_ROOT = Path(__file__).resolve().parent
-PACKAGE_DIR = Path("sandfleet_proto") / "runtime" / "v1"
-_INIT_DIRS = (Path("sandfleet_proto"), Path("sandfleet_proto") / "runtime", PACKAGE_DIR)
+PACKAGE_DIRS = (
+    Path("sandfleet_proto") / "runtime" / "v1",
+    Path("sandfleet_proto") / "gateway" / "v1",
+)
+_INIT_DIRS = (
+    Path("sandfleet_proto"),
+    Path("sandfleet_proto") / "runtime",
+    Path("sandfleet_proto") / "gateway",
+    *PACKAGE_DIRS,
+)
 
 
 def generate(out_root: Path) -> list[Path]:
@@ -25,16 +33,19 @@ def generate(out_root: Path) -> list[Path]:
     # protoc finds the mypy-protobuf plugins on PATH; they sit beside this interpreter.
     bin_dir = str(Path(sys.executable).parent)
     os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
-    target = out_root / PACKAGE_DIR
-    target.mkdir(parents=True, exist_ok=True)
-    for stale in target.glob("*_pb2*"):
-        stale.unlink()
+    targets = [out_root / package for package in PACKAGE_DIRS]
+    for target in targets:
+        target.mkdir(parents=True, exist_ok=True)
+        for stale in target.glob("*_pb2*"):
+            stale.unlink()
     for init_dir in _INIT_DIRS:
         init = out_root / init_dir / "__init__.py"
         if not init.exists():
-            init.write_text('"""Generated gRPC code for the Sandfleet runtime contract."""\n')
+            init.write_text('"""Generated gRPC code for the Sandfleet contracts."""\n')
     protos = sorted(
-        str(p.relative_to(PROTO_ROOT)) for p in (PROTO_ROOT / PACKAGE_DIR).glob("*.proto")
+        str(p.relative_to(PROTO_ROOT))
+        for package in PACKAGE_DIRS
+        for p in (PROTO_ROOT / package).glob("*.proto")
     )
     include = str(Path(protoc.__file__).parent / "_proto")
     args = [
@@ -49,8 +60,11 @@ def generate(out_root: Path) -> list[Path]:
     ]
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed")
-    shutil.rmtree(target / "__pycache__", ignore_errors=True)
-    return sorted(target.glob("*_pb2*"))
+    written: list[Path] = []
+    for target in targets:
+        shutil.rmtree(target / "__pycache__", ignore_errors=True)
+        written.extend(sorted(target.glob("*_pb2*")))
+    return written
 
 
 def main() -> None:

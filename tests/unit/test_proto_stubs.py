@@ -22,11 +22,15 @@ def test_committed_stubs_match_a_fresh_generation(tmp_path: Path) -> None:
     pytest.importorskip("grpc_tools", reason="grpcio-tools is in the test extra")
     generator = _load_generator()
     written = generator.generate(tmp_path)  # type: ignore[attr-defined]
-    assert len(written) == 16  # 4 services x (pb2, pb2_grpc) x (.py, .pyi)
-    committed = ROOT / "proto" / "sandfleet_proto" / "runtime" / "v1"
+    assert len(written) == 20  # 5 services x (pb2, pb2_grpc) x (.py, .pyi)
+    proto_root = ROOT / "proto"
     for fresh in written:
-        assert (committed / fresh.name).read_bytes() == fresh.read_bytes(), (
-            f"{fresh.name} is stale: run `python proto/generate.py`"
+        committed = proto_root / fresh.relative_to(tmp_path)
+        assert committed.read_bytes() == fresh.read_bytes(), (
+            f"{committed.name} is stale: run `python proto/generate.py`"
         )
-    stale = {p.name for p in committed.glob("*_pb2*")} - {p.name for p in written}
-    assert not stale, f"stubs without a .proto: {stale}"
+    for package in generator.PACKAGE_DIRS:  # type: ignore[attr-defined]
+        stale = {p.name for p in (proto_root / package).glob("*_pb2*")} - {
+            p.name for p in written if p.parent == tmp_path / package
+        }
+        assert not stale, f"stubs without a .proto: {stale}"

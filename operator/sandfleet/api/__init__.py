@@ -24,6 +24,8 @@ from sandfleet.api.names import (
     API_VERSION,
     DEFAULT_WORKDIR,
     FINALIZER,
+    GATEWAY_PORT,
+    GATEWAY_SESSION_METADATA,
     GROUP,
     POOL_KIND,
     POOL_PLURAL,
@@ -46,6 +48,7 @@ from sandfleet.api.session import (
     SandboxSessionSpec,
     SandboxSessionStatus,
 )
+from sandfleet.api.session_tokens import derive_session_token
 from sandfleet.api.template import (
     EgressMode,
     LifecycleSpec,
@@ -64,6 +67,8 @@ __all__ = [
     "DEFAULT_WORKDIR",
     "ENV_NAME_PATTERN",
     "FINALIZER",
+    "GATEWAY_PORT",
+    "GATEWAY_SESSION_METADATA",
     "GROUP",
     "MANAGED_BY_VALUE",
     "POOL_KIND",
@@ -105,4 +110,5 @@ __all__ = [
     "SandboxTemplateSpec",
     "StatusCondition",
     "Toleration",
+    "derive_session_token",
 ]

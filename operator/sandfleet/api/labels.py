@@ -38,5 +38,10 @@ class PodState(enum.StrEnum):
 
 class Annotation(enum.StrEnum):
     CLAIMED_AT = "sandfleet.dev/claimed-at"
+    CLAIMED_POD = "sandfleet.dev/claimed-pod"
+    """On a session the gateway wrote after claiming its pod: the operator adopts that pod
+    (already bound, token derived with the fleet's session key) instead of claiming one."""
+    CLAIMED_BY = "sandfleet.dev/claimed-by"
+    """Which gateway replica made the claim (on the session and on the pod), for debugging."""
     TEMPLATE_HASH = "sandfleet.dev/template-hash"
     """Hash of the pod settings a pool pod was made from; stale idle pods are replaced."""

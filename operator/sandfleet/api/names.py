@@ -27,3 +27,8 @@ RUNTIME_CONTAINER: Final = "runtime"
 TOKEN_SECRET_KEY: Final = "token"
 """Key of the runtime bearer token in a session's (or pool's) token Secret."""
 DEFAULT_WORKDIR: Final = "/testbed"
+
+GATEWAY_PORT: Final = 50052
+"""The gateway's gRPC port: GatewayService and the proxied runtime services."""
+GATEWAY_SESSION_METADATA: Final = "x-sandfleet-session"
+"""Call metadata naming the session ("<namespace>/<name>") a proxied runtime call is for."""

@@ -1,0 +1,1 @@
+"""sandfleet-gateway: the fleet's authenticated front door (claims, quotas, the runtime proxy)."""

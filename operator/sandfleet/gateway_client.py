@@ -1,0 +1,1 @@
+"""GatewayClient: the async gRPC client of the gateway's GatewayService (claim, release)."""
