@@ -75,6 +75,9 @@ class Settings(BaseSettings):
     """A file whose text replaces the system prompt template (a task's own too)."""
     no_undo_edit: bool = False
     """Leave `undo_edit` out of the editor tool's schema (the seed project's exact tools)."""
+    record_tokens: bool = False
+    """Ask the endpoint for token ids and logprobs and record them per turn in the trajectory
+    (vLLM, SGLang, llama.cpp), for `sandfleet export` training rows."""
     max_nudges: int = Field(default=3, ge=0)
     """Replies in a row without a tool call that get a nudge before the run stops
     (stop reason no_tool_call)."""

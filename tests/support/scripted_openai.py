@@ -6,7 +6,9 @@ function): a reply with text and/or tool calls and usage, an HTTP error (429 wit
 Retry-After, 500, a 400 context-length error, ...) or a hang that lasts until released.
 With a ContextWindow, a request whose messages are too long is answered with the
 overflow 400 llama.cpp or vLLM would send, without consuming a step. Every request body is
-recorded for assertions.
+recorded for assertions. With `tokens="vllm"` or `tokens="llama.cpp"`, a reply carries token
+ids and logprobs the way that server returns them when asked (a toy tokenizer stands in for
+the model's: ToyTokens below).
 
 Also runnable as a process for benchmarks:
     python -m tests.support.scripted_openai --bench-tool-turns 10
@@ -24,7 +26,58 @@ import itertools
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
+
+TokenFamily = Literal["vllm", "llama.cpp"]
+
+
+class ToyTokens:
+    """A toy chat template and tokenizer: every UTF-8 byte is its own token id, and each
+    message is <|role|> + body + <|end|>. Like a real template it renders a conversation
+    append-only, so turn k+1's prompt starts with turn k's prompt and completion."""
+
+    ROLES: ClassVar[Mapping[str, int]] = {"system": 256, "user": 257, "assistant": 258, "tool": 259}
+    END = 260
+    GENERATION = ROLES["assistant"]
+    """The generation prompt ending every prompt: the assistant's role marker."""
+
+    @staticmethod
+    def text(text: str) -> list[int]:
+        return list(text.encode("utf-8"))
+
+    @staticmethod
+    def body(message: Mapping[str, Any]) -> str:
+        """What a message renders as between its markers (tool calls after the text)."""
+        rendered = str(message.get("content") or "")
+        for call in message.get("tool_calls") or ():
+            function = call["function"]
+            rendered += f"<call>{function['name']} {function['arguments']}</call>"
+        return rendered
+
+    @classmethod
+    def message(cls, message: Mapping[str, Any]) -> list[int]:
+        return [cls.ROLES[message["role"]], *cls.text(cls.body(message)), cls.END]
+
+    @classmethod
+    def prompt(cls, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        ids = [token for message in messages for token in cls.message(message)]
+        return [*ids, cls.GENERATION]
+
+    @classmethod
+    def completion(cls, message: Mapping[str, Any]) -> list[int]:
+        return [*cls.text(cls.body(message)), cls.END]
+
+    @staticmethod
+    def logprob(token: int) -> float:
+        """A made-up logprob of a sampled token, exact in binary (sixteenths)."""
+        return -((token % 13) + 1) / 16
+
+    @classmethod
+    def piece(cls, token: int) -> str:
+        if token < 256:
+            return bytes([token]).decode("latin-1")
+        return "<|end|>" if token == cls.END else "<|assistant|>"
+
 
 _REASONS = {
     200: "OK",
@@ -181,10 +234,14 @@ class ScriptedOpenAIServer:
         responder: Callable[[RecordedRequest], Step] | None = None,
         host: str = "127.0.0.1",
         context_window: ContextWindow | None = None,
+        tokens: TokenFamily | None = None,
     ) -> None:
         """`host`: the address to listen on; another local address (a test cluster's bridge)
-        makes the server reachable from pods."""
+        makes the server reachable from pods. `tokens`: answer token requests (logprobs,
+        return_token_ids) as that server family does; None ignores them, as OpenAI-compatible
+        servers without token data do."""
         self.host = host
+        self.tokens = tokens
         self.context_window = context_window
         self.overflows = 0
         """Requests answered with the context window's rejection."""
@@ -364,18 +421,54 @@ class ScriptedOpenAIServer:
         if reply.reasoning is not None:
             message["reasoning_content"] = reply.reasoning
         finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
-        return {
+        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish}
+        completion: dict[str, Any] = {
             "id": f"chatcmpl-{next(self._ids)}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": (body or {}).get("model", "scripted"),
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "choices": [choice],
             "usage": {
                 "prompt_tokens": reply.prompt_tokens,
                 "completion_tokens": reply.completion_tokens,
                 "total_tokens": reply.prompt_tokens + reply.completion_tokens,
             },
         }
+        if self.tokens is not None:
+            self._add_tokens(completion, choice, body or {})
+        return completion
+
+    def _add_tokens(self, completion: dict[str, Any], choice: dict[str, Any], body: Any) -> None:
+        """Token ids and logprobs where the family puts them, when the request asks.
+
+        vLLM (>= 0.10.2): return_token_ids -> top-level prompt_token_ids and the choice's
+        token_ids; logprobs -> choice.logprobs.content of {token, logprob, bytes,
+        top_logprobs}. llama.cpp: no prompt ids; logprobs (with top_logprobs > 0) -> the
+        same entries plus the token "id"."""
+        prompt = ToyTokens.prompt(body.get("messages", []))
+        generated = ToyTokens.completion(choice["message"])
+        asked_ids = bool(body.get("return_token_ids"))
+        if self.tokens == "vllm" and asked_ids:
+            completion["prompt_token_ids"] = prompt
+            choice["token_ids"] = generated
+        wants_logprobs = bool(body.get("logprobs"))
+        if self.tokens == "llama.cpp":
+            wants_logprobs = wants_logprobs and int(body.get("top_logprobs") or 0) > 0
+        if not wants_logprobs:
+            return
+        entries = []
+        for token in generated:
+            piece = ToyTokens.piece(token)
+            entry: dict[str, Any] = {
+                "token": piece,
+                "logprob": ToyTokens.logprob(token),
+                "bytes": list(piece.encode("utf-8")),
+                "top_logprobs": [],
+            }
+            if self.tokens == "llama.cpp":
+                entry["id"] = token
+            entries.append(entry)
+        choice["logprobs"] = {"content": entries}
 
 
 async def _respond(

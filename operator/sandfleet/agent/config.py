@@ -56,6 +56,10 @@ class AgentConfig:
     max_nudges: int = 3
     """Replies in a row without a tool call that get a nudge; the next one ends the run
     with no_tool_call (its text is the result)."""
+    record_tokens: bool = False
+    """Ask the endpoint for token ids and logprobs (token_records.TOKEN_REQUEST_FIELDS) and
+    record them per turn in the trajectory (a `tokens` record), for training rows. For vLLM,
+    SGLang and llama.cpp; OpenAI itself rejects the fields."""
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:

@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from sandfleet.agent.token_records import TokenRecord
 from sandfleet.errors import ModelEndpointError
 from sandfleet.tool_calls import ToolCall
 
@@ -37,6 +38,8 @@ class ModelTurn:
     reasoning: str | None = None
     """Reasoning text some endpoints return next to the answer (kept for the trajectory)."""
     finish_reason: str | None = None
+    tokens: TokenRecord | None = None
+    """Token ids and logprobs, when the run records them (AgentConfig.record_tokens)."""
 
 
 class Model(Protocol):

@@ -27,6 +27,7 @@ from sandfleet.agent.model import (
     ModelTurn,
     Usage,
 )
+from sandfleet.agent.token_records import TOKEN_REQUEST_FIELDS, token_record
 from sandfleet.logs import get_logger
 from sandfleet.tool_calls import ToolCall, ToolSpec
 
@@ -70,12 +71,24 @@ class OpenAIChatModel(ChatCompletionsMessages):
         seed: int | None = None,
         extra_body: Mapping[str, Any] | None = None,
         endpoint_concurrency: int = 64,
+        record_tokens: bool = False,
     ) -> None:
+        """`record_tokens`: ask for token ids and logprobs and put them on each ModelTurn."""
         self._client = client
         self._model = model
         self._temperature = temperature
         self._top_p = top_p
         self._seed = seed
+        self._record_tokens = record_tokens
+        self._logprob_options: dict[str, Any] = {}
+        if record_tokens:
+            # logprobs and top_logprobs are OpenAI's own parameters: the SDK sends them as
+            # such; the rest goes in the body, where the user's extra_body wins.
+            wanted = dict(TOKEN_REQUEST_FIELDS)
+            self._logprob_options = {
+                name: wanted.pop(name) for name in ("logprobs", "top_logprobs")
+            }
+            extra_body = {**wanted, **(extra_body or {})}
         self._extra_body = dict(extra_body) if extra_body else None
         self._endpoint = str(client.base_url).rstrip("/")
         self._concurrency = endpoint_concurrency
@@ -108,6 +121,7 @@ class OpenAIChatModel(ChatCompletionsMessages):
             seed=config.seed,
             extra_body=config.extra_body,
             endpoint_concurrency=config.endpoint_concurrency,
+            record_tokens=config.record_tokens,
         )
 
     @property
@@ -146,7 +160,7 @@ class OpenAIChatModel(ChatCompletionsMessages):
                 ) from exc
         log.debug("model_replied", model=self._model, latency_s=time.perf_counter() - started)
         try:
-            return _model_turn(response)
+            return _model_turn(response, record_tokens=self._record_tokens)
         except (AttributeError, TypeError, ValueError) as exc:  # a non-conforming server
             raise ModelError(f"the model endpoint sent a malformed reply: {exc}") from exc
 
@@ -160,6 +174,7 @@ class OpenAIChatModel(ChatCompletionsMessages):
             "seed": self._seed,
         }
         options: dict[str, Any] = {k: v for k, v in sampling.items() if v is not None}
+        options.update(self._logprob_options)
         if self._extra_body:
             options["extra_body"] = self._extra_body
         if tools:  # no tools (a plain-LLM request): no `tools` key, which servers reject empty
@@ -219,7 +234,7 @@ def _malformed(detail: str) -> ModelError:
     return ModelError(f"the model endpoint sent a malformed reply: {detail}")
 
 
-def _model_turn(response: Any) -> ModelTurn:
+def _model_turn(response: Any, *, record_tokens: bool = False) -> ModelTurn:
     """The reply as a ModelTurn. The SDK does not validate a reply's types, so every field
     used here is checked: whatever an endpoint sends becomes a ModelTurn or a ModelError."""
     if isinstance(response, str | bytes):  # the SDK hands over a body it could not type
@@ -260,6 +275,7 @@ def _model_turn(response: Any) -> ModelTurn:
         message=item,
         reasoning=_text(reasoning, "reasoning") if isinstance(reasoning, str) else None,
         finish_reason=finish_reason if isinstance(finish_reason, str) else None,
+        tokens=token_record(response, choice) if record_tokens else None,
     )
 
 

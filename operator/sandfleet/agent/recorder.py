@@ -52,34 +52,35 @@ class RunRecorder:
         """
         if self._trajectory is None:
             return
-        self._write(
-            {
-                "kind": "meta",
-                "format": FORMAT_VERSION,
-                "task_id": self._task_id,
-                "model": model,
-                "base_url": config.base_url,
-                "max_turns": config.max_turns,
-                "max_tokens": config.max_tokens,
-                "temperature": config.temperature,
-                "top_p": config.top_p,
-                "seed": config.seed,
-                "extra_body": dict(config.extra_body) if config.extra_body else None,
-                "max_nudges": config.max_nudges,
-                "tools": [spec.name for spec in specs],
-                "offer_undo_edit": config.offer_undo_edit,
-                "tool_timeout_s": config.tool_timeout_s,
-                "remaining_turns_notice": config.remaining_turns_notice,
-                "paths": {
-                    "working_dir": paths.working_dir,
-                    "input_dir": paths.input_dir,
-                    "output_dir": paths.output_dir,
-                    "answer_file": paths.answer_file,
-                },
-                "input_files": input_files or [],
-                "started_at": datetime.datetime.now(datetime.UTC).isoformat(),
-            }
-        )
+        meta: dict[str, Any] = {
+            "kind": "meta",
+            "format": FORMAT_VERSION,
+            "task_id": self._task_id,
+            "model": model,
+            "base_url": config.base_url,
+            "max_turns": config.max_turns,
+            "max_tokens": config.max_tokens,
+            "temperature": config.temperature,
+            "top_p": config.top_p,
+            "seed": config.seed,
+            "extra_body": dict(config.extra_body) if config.extra_body else None,
+            "max_nudges": config.max_nudges,
+            "tools": [spec.name for spec in specs],
+            "offer_undo_edit": config.offer_undo_edit,
+            "tool_timeout_s": config.tool_timeout_s,
+            "remaining_turns_notice": config.remaining_turns_notice,
+            "paths": {
+                "working_dir": paths.working_dir,
+                "input_dir": paths.input_dir,
+                "output_dir": paths.output_dir,
+                "answer_file": paths.answer_file,
+            },
+            "input_files": input_files or [],
+            "started_at": datetime.datetime.now(datetime.UTC).isoformat(),
+        }
+        if config.record_tokens:  # only then: trajectories without it stay as they were
+            meta["record_tokens"] = True
+        self._write(meta)
 
     def message(self, turn: int, role: str, content: str) -> None:
         self._write({"kind": "message", "turn": turn, "role": role, "content": content})
@@ -117,6 +118,8 @@ class RunRecorder:
                 "max_tokens": max_tokens,
             }
         )
+        if reply.tokens is not None:
+            self._write(reply.tokens.to_record(turn))
         if self._on_event is not None:
             text = one_line(reply.text)
             self._on_event(ModelReplied(self._task_id, turn, text, len(reply.tool_calls), model_s))

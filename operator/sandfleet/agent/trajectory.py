@@ -12,6 +12,14 @@ FORMAT_VERSION = 1
 """Written into the meta record; bump it when a record kind changes incompatibly (new keys
 are compatible: readers test for them)."""
 
+TOKENS_KIND = "tokens"
+"""The record of one model turn's tokens, in runs that record them (meta "record_tokens":
+true): {"kind": "tokens", "turn", "prompt_ids", "completion_ids", "logprobs", "source",
+"unavailable"}. The ids and logprobs are the endpoint's own, never re-tokenised: a part it did
+not return is null, and "unavailable" maps that part's name to why; "source" maps each part
+present to the response field it came from. Runs that do not record tokens write no such
+record and no "record_tokens" key."""
+
 
 class TrajectoryWriter:
     """Appends one JSON object per line and flushes after each, so a crash of the process
@@ -21,8 +29,8 @@ class TrajectoryWriter:
     microseconds), cheaper than a thread hop, and it keeps records in the order they
     happened. There is no fsync: surviving a machine crash is not the goal.
 
-    Record kinds: meta, message, tool_call, observation, usage, notice, result (see
-    INTERFACES.md). Every record carries "kind"; readers ignore kinds they do not know.
+    Record kinds: meta, message, tool_call, observation, usage, tokens (TOKENS_KIND), notice,
+    result (see INTERFACES.md). Every record carries "kind"; readers ignore kinds they do not know.
     """
 
     def __init__(self, path: Path) -> None:

@@ -65,6 +65,7 @@ def agent_config(settings: Settings) -> AgentConfig:
         system_prompt_override=_system_prompt(settings.system_prompt),
         offer_undo_edit=not settings.no_undo_edit,
         max_nudges=settings.max_nudges,
+        record_tokens=settings.record_tokens,
         tool_timeout_s=settings.tool_timeout_s,
         request_timeout_s=settings.request_timeout_s,
         max_retries=settings.max_retries,

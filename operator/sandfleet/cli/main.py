@@ -89,7 +89,7 @@ def settings_from_arguments(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from sandfleet.cli import batch, replay, run, trajectory
+    from sandfleet.cli import batch, export_rows, replay, run, trajectory
     from sandfleet.cli import eval as eval_cli
 
     parser = argparse.ArgumentParser(
@@ -164,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     trajectory.add_arguments(trajectory_parser)
     trajectory_parser.set_defaults(handler=trajectory.trajectory_command)
+    export_rows.register(commands, parents=[common])
     return parser
 
 
@@ -263,6 +264,11 @@ def _agent_options() -> argparse.ArgumentParser:
     model.add_argument(
         "--no-undo-edit", dest="no_undo_edit", action="store_true", default=None,
         help="leave undo_edit out of the editor tool (the seed project's exact schema)",
+    )  # fmt: skip
+    model.add_argument(
+        "--record-tokens", dest="record_tokens", action="store_true", default=None,
+        help="ask the endpoint for token ids and logprobs and record them per turn "
+        "(vLLM, SGLang, llama.cpp; for `sandfleet export`)",
     )  # fmt: skip
     model.add_argument(
         "--max-nudges", dest="max_nudges", type=int, metavar="N",
