@@ -22,6 +22,7 @@ from sandfleet.agent.training_rows import (
 )
 from sandfleet.agent.trajectory import read_trajectory
 from sandfleet.cli.results import ExitCode
+from sandfleet.errors import SandfleetError
 from sandfleet.settings import Settings
 
 DESCRIPTION = """\
@@ -64,7 +65,7 @@ def register(commands: Any, *, parents: Sequence[argparse.ArgumentParser]) -> No
     parser.set_defaults(handler=export_command)
 
 
-class _ExportError(Exception):
+class _ExportError(SandfleetError):
     """A trajectory or flag the export cannot use; the message names it."""
 
 

@@ -73,7 +73,7 @@ def test_without_logprobs_in_one_turn_the_row_has_none() -> None:
 def test_prompts_that_do_not_chain_cannot_make_one_row_and_say_so() -> None:
     # Turn 2's template dropped a token of turn 1's completion (as templates that strip
     # reasoning do): one row would train on ids the model never saw.
-    records = run(tokens(1, PROMPT, C1), tokens(2, PROMPT + [1] + OBS1, C2))
+    records = run(tokens(1, PROMPT, C1), tokens(2, [*PROMPT, 1, *OBS1], C2))
     with pytest.raises(TrainingRowsError) as caught:
         training_rows(records, "rows")
     message = str(caught.value)
