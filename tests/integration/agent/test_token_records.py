@@ -23,7 +23,7 @@ from sandfleet.agent import (
     run_agent,
 )
 from sandfleet.agent.training_rows import TrainingRowsError, training_rows
-from sandfleet.cli.main import main
+from tests.integration.cli.harness import cli_environment, run_cli
 from tests.support.scripted_openai import (
     Reply,
     ScriptedOpenAIServer,
@@ -83,7 +83,7 @@ def call_ids(command: str) -> list[int]:
 
 
 async def test_a_vllm_endpoint_gives_rows_whose_mask_covers_only_the_replies(
-    sandbox: Sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    sandbox: Sandbox, tmp_path: Path
 ) -> None:
     server, records, path = await run_three_turns(sandbox, tmp_path, "vllm")
 
@@ -140,13 +140,15 @@ async def test_a_vllm_endpoint_gives_rows_whose_mask_covers_only_the_replies(
     # The same through the CLI, reward from an eval's samples file.
     samples = tmp_path / "samples.jsonl"
     samples.write_text(json.dumps({"trajectory": str(path), "score": 1.0}) + "\n")
-    assert main(["export", str(path), "--samples", str(samples)]) == 0
-    [line] = capsys.readouterr().out.splitlines()
+    env = cli_environment(tmp_path / "home")
+    exported = await run_cli("export", str(path), "--samples", str(samples), env=env, cwd=tmp_path)
+    assert exported.returncode == 0, exported
+    [line] = exported.stdout.splitlines()
     assert json.loads(line) == {**row, "reward": 1.0}
 
 
 async def test_llama_cpp_gives_completion_ids_but_no_prompt_ids_so_rows_are_refused(
-    sandbox: Sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    sandbox: Sandbox, tmp_path: Path
 ) -> None:
     _, records, path = await run_three_turns(sandbox, tmp_path, "llama.cpp")
     first = of_kind(records, "tokens")[0]
@@ -158,10 +160,11 @@ async def test_llama_cpp_gives_completion_ids_but_no_prompt_ids_so_rows_are_refu
 
     with pytest.raises(TrainingRowsError, match="turn 1 has no prompt ids: the endpoint"):
         training_rows(records, "turns")
-    assert main(["export", str(path)]) == 2
-    error = capsys.readouterr().err
-    assert "turn 1 has no prompt ids" in error
-    assert "Traceback" not in error
+    env = cli_environment(tmp_path / "home")
+    exported = await run_cli("export", str(path), env=env, cwd=tmp_path)
+    assert exported.returncode == 2, exported
+    assert "turn 1 has no prompt ids" in exported.stderr
+    assert "Traceback" not in exported.stderr
 
 
 async def test_an_endpoint_without_token_data_records_why_and_export_refuses(

@@ -1,4 +1,9 @@
-"""`sandfleet export`: rows to a file, and one clear line (exit 2) for what it cannot use."""
+"""`sandfleet export`: rows to a file, and one clear line (exit 2) for what it cannot use.
+
+The command's handler runs in-process on parsed arguments (main() would reconfigure the
+process's logging for every later test); tests/integration/agent/test_token_records.py runs
+the real console script.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,10 @@ import json
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
-from sandfleet.cli.main import main
+from sandfleet.cli.main import build_parser
+from sandfleet.settings import Settings
 
 RECORDS = [
     {"kind": "meta", "task_id": "t", "record_tokens": True},
@@ -23,6 +30,11 @@ RECORDS = [
     },
     {"kind": "result", "stop_reason": "submitted"},
 ]
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.handler(args, Settings(), Console()))
 
 
 def write(path: Path, records: list[dict[str, object]]) -> Path:
