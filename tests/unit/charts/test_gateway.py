@@ -95,7 +95,9 @@ def test_the_gateway_runs_sandfleet_gateway_from_the_operator_image_locked_down(
     assert container["envFrom"] == [{"configMapRef": {"name": GATEWAY}}]
     settings = _settings(rendered)
     assert settings["SANDFLEET_GATEWAY_PORT"] == str(GATEWAY_PORT)
-    assert settings["SANDFLEET_GATEWAY_METRICS_PORT"] == "9090"
+    assert settings["SANDFLEET_GATEWAY_HTTP_PORT"] == "9090"
+    grace = int(settings["SANDFLEET_GATEWAY_SHUTDOWN_GRACE_SECONDS"])
+    assert 0 < grace < spec["terminationGracePeriodSeconds"]
     assert "SANDFLEET_GATEWAY_NAMESPACES" not in settings  # every namespace, as the operator
 
 
@@ -198,7 +200,7 @@ def test_quotas_reach_the_gateways_settings(helm: Helm) -> None:
     values = {"gateway": {"quotas": {"default": 10, "namespaces": {"team-a": 25, "team-b": 0}}}}
     settings = _settings(helm.template(values=values))
     assert settings["SANDFLEET_GATEWAY_QUOTA_DEFAULT"] == "10"
-    assert json.loads(settings["SANDFLEET_GATEWAY_QUOTA_NAMESPACES"]) == {"team-a": 25, "team-b": 0}
+    assert json.loads(settings["SANDFLEET_GATEWAY_QUOTAS"]) == {"team-a": 25, "team-b": 0}
 
 
 def test_tls_mounts_the_certificate_secret_and_names_its_files(helm: Helm) -> None:
