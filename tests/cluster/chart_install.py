@@ -99,10 +99,16 @@ def values_for_test_cluster(
     tenants: list[dict[str, Any]],
     trajectory_claim: str,
     api_service_ip: str,
+    api_server_port: int = 6443,
 ) -> dict[str, Any]:
     """Chart values for the local cluster: images imported into containerd (never pulled), the
     host's resolver for sandboxes and a hosts entry for the operator in place of the cluster
-    DNS the test node lacks (kopf logs in at kubernetes.default.svc), fast control loops."""
+    DNS the test node lacks (kopf logs in at kubernetes.default.svc), fast control loops.
+
+    The gateway runs from the operator image with two replicas (claims racing across replicas
+    are part of what its tests prove) on a NodePort, so the host reaches it at the node's
+    address; its NetworkPolicy admits egress to the API server's real port
+    (`api_server_port`, see api_server_port())."""
     operator_repository, operator_tag = split_image(operator_image)
     runtime_repository, runtime_tag = split_image(runtime_image)
     return {
@@ -131,7 +137,22 @@ def values_for_test_cluster(
         "pool": {"create": True, "replicas": 1},
         "trajectoryStore": {"type": "existingClaim", "existingClaim": trajectory_claim},
         "uninstallHook": {"timeoutSeconds": 120},
+        "gateway": {
+            "replicas": 2,
+            "logLevel": "DEBUG",
+            "service": {"type": "NodePort"},
+            "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
+            "networkPolicy": {"apiServerPorts": sorted({443, api_server_port})},
+        },
     }
+
+
+async def api_server_port(kube: KubeApi) -> int:
+    """The port pods reach the API server on after the `kubernetes` Service's translation:
+    its endpoints' port (NetworkPolicies see that one, not the Service's 443)."""
+    endpoints = await kube.checked("GET", "/api/v1/namespaces/default/endpoints/kubernetes")
+    port: int = endpoints["subsets"][0]["ports"][0]["port"]
+    return port
 
 
 async def create_namespace(kube: KubeApi, name: str) -> None:

@@ -19,6 +19,8 @@ from tests.cluster.operator_harness import phase_is, wait_session
 
 RELEASE = "sandfleet"
 OPERATOR = "sandfleet-operator"
+GATEWAY = "sandfleet-gateway"
+"""The gateway's Deployment, Service and pod label (app.kubernetes.io/name) in the release."""
 SESSIONS = "/apis/sandfleet.dev/v1alpha1/namespaces/{ns}/sandboxsessions"
 POOLS = "/apis/sandfleet.dev/v1alpha1/namespaces/{ns}/sandboxpools"
 SESSION_WAIT_S = 240.0
@@ -73,6 +75,22 @@ async def operator_pods(kube: KubeApi, namespace: str) -> list[JsonObject]:
         "GET", f"/api/v1/namespaces/{namespace}/pods?labelSelector={selector}"
     )
     return [p for p in pods["items"] if not p["metadata"].get("deletionTimestamp")]
+
+
+async def gateway_pods(kube: KubeApi, namespace: str) -> list[JsonObject]:
+    selector = f"app.kubernetes.io/name={GATEWAY}"
+    pods = await kube.checked(
+        "GET", f"/api/v1/namespaces/{namespace}/pods?labelSelector={selector}"
+    )
+    return [p for p in pods["items"] if not p["metadata"].get("deletionTimestamp")]
+
+
+async def gateway_node_port(kube: KubeApi, namespace: str) -> int:
+    """The node port of the gateway's gRPC port (the test values make its Service a
+    NodePort): the host reaches the gateway at <node address>:<this>."""
+    service = await kube.checked("GET", f"/api/v1/namespaces/{namespace}/services/{GATEWAY}")
+    port: int = next(p["nodePort"] for p in service["spec"]["ports"] if p["name"] == "grpc")
+    return port
 
 
 async def sandbox_pods(kube: KubeApi, namespace: str) -> list[JsonObject]:

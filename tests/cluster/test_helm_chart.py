@@ -17,6 +17,7 @@ from tests.cluster.chart_install import (
     BRIDGE_HOST,
     SANDBOX_SELECTOR,
     Kubectl,
+    api_server_port,
     api_server_reachable_from_pods,
     create_namespace,
     create_trajectory_claim,
@@ -194,6 +195,7 @@ def installation(
             ],
             trajectory_claim="trajectories",
             api_service_ip=kube.checked_sync("GET", API_SERVICE)["spec"]["clusterIP"],
+            api_server_port=asyncio.run(api_server_port(kube)),
         )
         output = helm.run(
             "install", RELEASE, str(CHART_DIR), "--namespace", namespace,

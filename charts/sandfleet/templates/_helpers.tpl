@@ -142,3 +142,53 @@ namespace (no editors bound).
 {{- printf "%s-trajectories" (include "sandfleet.fullname" .) }}
 {{- end }}
 {{- end }}
+
+{{- define "sandfleet.gateway.name" -}}
+{{- printf "%s-gateway" (include "sandfleet.fullname" .) }}
+{{- end }}
+
+{{- /*
+The gateway pods' selector labels. The operator is told them (gateway_pod_labels): every
+sandbox's NetworkPolicy admits ingress on the runtime port from these pods too.
+*/}}
+{{- define "sandfleet.gateway.selectorLabels" -}}
+app.kubernetes.io/name: sandfleet-gateway
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "sandfleet.gateway.labels" -}}
+{{ include "sandfleet.labels" . }}
+app.kubernetes.io/name: sandfleet-gateway
+app.kubernetes.io/component: gateway
+{{- end }}
+
+{{- define "sandfleet.gateway.serviceAccountName" -}}
+{{- if .Values.gateway.serviceAccount.create }}
+{{- default (include "sandfleet.gateway.name" .) .Values.gateway.serviceAccount.name }}
+{{- else }}
+{{- required "gateway.serviceAccount.name is required when gateway.serviceAccount.create is false" .Values.gateway.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- /* The gateway runs from the operator image unless told otherwise (same package). */}}
+{{- define "sandfleet.gateway.image" -}}
+{{- $op := .Values.operator.image }}
+{{- $gw := .Values.gateway.image }}
+{{- $repository := default $op.repository $gw.repository }}
+{{- $digest := ternary $gw.digest $op.digest (or (not (empty $gw.repository)) (not (empty $gw.digest)) (not (empty $gw.tag))) }}
+{{- if $digest }}
+{{- printf "%s@%s" $repository $digest }}
+{{- else }}
+{{- printf "%s:%s" $repository (default (default .Chart.AppVersion $op.tag) $gw.tag) }}
+{{- end }}
+{{- end }}
+
+{{- /* The Secret holding the session key (key "session-key"). */}}
+{{- define "sandfleet.sessionKeySecretName" -}}
+{{- default (printf "%s-session-key" (include "sandfleet.fullname" .)) .Values.sessionKey.existingSecret }}
+{{- end }}
+
+{{- /* Where the operator and the gateway read the session key. */}}
+{{- define "sandfleet.sessionKeyFile" -}}
+/etc/sandfleet/session-key/session-key
+{{- end }}

@@ -13,16 +13,22 @@ from tests.cluster.layout import REPO_ROOT
 MANIFESTS = REPO_ROOT / "manifests"
 CLUSTER_ONLY_RESOURCES = {"customresourcedefinitions", "namespaces", "clusterkopfpeerings"}
 """Cluster-scoped resources: a namespace-scoped install cannot (and need not) be granted them."""
+REVIEWS = {"tokenreviews", "subjectaccessreviews"}
+"""The gateway's cluster-scoped review kinds (authentication and authorization questions)."""
 
 
 def _files(folder: Path) -> dict[str, bytes]:
     return {path.name: path.read_bytes() for path in sorted(folder.glob("*.yaml"))}
 
 
-def _manifest_rules() -> list[dict[str, Any]]:
-    role = yaml.safe_load((MANIFESTS / "rbac" / "cluster-role.yaml").read_text())
+def _manifest_rules(name: str = "cluster-role.yaml") -> list[dict[str, Any]]:
+    role = yaml.safe_load((MANIFESTS / "rbac" / name).read_text())
     rules: list[dict[str, Any]] = role["rules"]
     return rules
+
+
+def _gateway_manifest_rules() -> list[dict[str, Any]]:
+    return _manifest_rules("gateway-cluster-role.yaml")
 
 
 def test_the_charts_crds_are_byte_identical_to_manifests_crds() -> None:
@@ -55,7 +61,14 @@ def test_namespace_scoped_mode_grants_the_namespaced_rules_in_each_served_namesp
 ) -> None:
     served = ["team-a", "team-b"]
     rendered = helm.template(values={"operator": {"watchNamespaces": served}})
-    assert not find(rendered, "ClusterRole") and not find(rendered, "ClusterRoleBinding")
+    # The one cluster-scoped grant is the gateway's: TokenReview and SubjectAccessReview are
+    # cluster-scoped kinds, and creating them gives access to no object.
+    (cluster_role,) = find(rendered, "ClusterRole")
+    assert cluster_role["metadata"]["name"] == "sandfleet-system-sandfleet-gateway"
+    assert _gateway_manifest_rules()[:2] == cluster_role["rules"]
+    assert {r["resources"][0] for r in cluster_role["rules"]} == REVIEWS
+    (cluster_binding,) = find(rendered, "ClusterRoleBinding")
+    assert cluster_binding["roleRef"]["name"] == cluster_role["metadata"]["name"]
     expected = []
     for rule in _manifest_rules():
         kept = [r for r in rule["resources"] if r not in CLUSTER_ONLY_RESOURCES]
@@ -78,3 +91,31 @@ def test_namespace_scoped_mode_grants_the_namespaced_rules_in_each_served_namesp
         ]
     config = only(rendered, "ConfigMap", "sandfleet-operator")["data"]
     assert yaml.safe_load(config["SANDFLEET_OPERATOR_NAMESPACES"]) == served
+
+
+def test_the_gateway_cluster_role_grants_exactly_the_rules_of_manifests_rbac(helm: Helm) -> None:
+    rendered = helm.template()
+    role = only(rendered, "ClusterRole", "sandfleet-system-sandfleet-gateway")
+    assert role["rules"] == _gateway_manifest_rules()
+    binding = only(rendered, "ClusterRoleBinding", role["metadata"]["name"])
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "sandfleet-gateway", "namespace": "sandfleet-system"}
+    ]
+    assert only(rendered, "ServiceAccount", "sandfleet-gateway")
+
+
+def test_namespace_scoped_mode_gives_the_gateway_a_role_per_served_namespace(helm: Helm) -> None:
+    served = ["team-a", "team-b"]
+    rendered = helm.template(values={"operator": {"watchNamespaces": served}})
+    namespaced = [r for r in _gateway_manifest_rules() if r["resources"][0] not in REVIEWS]
+    roles = find(rendered, "Role", "sandfleet-gateway")
+    assert sorted(r["metadata"]["namespace"] for r in roles) == served
+    for role in roles:
+        assert role["rules"] == namespaced
+    bindings = find(rendered, "RoleBinding", "sandfleet-gateway")
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == served
+    for binding in bindings:
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "sandfleet-gateway", "namespace": "sandfleet-system"}
+        ]

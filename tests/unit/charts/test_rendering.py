@@ -71,6 +71,7 @@ def test_the_operator_pod_is_locked_down(helm: Helm) -> None:
     assert {m["mountPath"] for m in container["volumeMounts"]} == {
         "/tmp",
         "/var/lib/sandfleet/trajectories",
+        "/etc/sandfleet/session-key",
     }
 
 
@@ -245,7 +246,8 @@ def test_the_model_endpoint_key_is_mounted_from_an_existing_secret_not_put_in_en
     assert volume["secret"]["items"] == [{"key": "api-key", "path": "api-key"}]
     mount = next(m for m in spec["containers"][0]["volumeMounts"] if m["name"] == "model-api-key")
     assert key_file == f"{mount['mountPath']}/api-key"
-    assert not find(rendered, "Secret")
+    # The chart never creates the key's Secret; its only Secret is the gateway's session key.
+    assert [s["metadata"]["name"] for s in find(rendered, "Secret")] == ["sandfleet-session-key"]
 
 
 def test_the_service_monitor_scrapes_the_http_port(helm: Helm) -> None:

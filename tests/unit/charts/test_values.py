@@ -17,7 +17,11 @@ VALUES_PATH = CHART_DIR / "values.yaml"
 SCHEMA = json.loads((CHART_DIR / "values.schema.json").read_text())
 VALUES = yaml.safe_load(VALUES_PATH.read_text())
 UNKNOWN = "notAValue"
-PASS_THROUGH = {"/global", "/operator/affinity", "/operator/extraEnv/*", "/operator/tolerations/*"}
+PASS_THROUGH = {
+    "/global",
+    *(f"/{part}/{key}" for part in ("operator", "gateway")
+      for key in ("affinity", "extraEnv/*", "tolerations/*")),
+}  # fmt: skip
 """Kubernetes objects handed to the API server unchanged (it validates them); the only
 object nodes of the schema that accept keys it does not name."""
 _KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z0-9_.-]+):(\s|$)")
@@ -62,8 +66,8 @@ def test_every_object_in_the_schema_rejects_keys_it_does_not_name() -> None:
         elif "properties" in node:
             if extra is not False:
                 loose.append(path)
-        elif not (isinstance(extra, dict) and extra.get("type") == "string"):
-            loose.append(f"{path} (neither a declared object nor a string map)")
+        elif not (isinstance(extra, dict) and extra.get("type") in {"string", "integer"}):
+            loose.append(f"{path} (neither a declared object nor a string or integer map)")
     assert not loose, "schema objects that accept unknown keys: " + ", ".join(loose)
 
 

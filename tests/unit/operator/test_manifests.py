@@ -289,6 +289,33 @@ OPERATOR_CALLS = {
     for verb in verbs
 }
 """What the operator calls (OPERATOR.md): the ClusterRole must grant this and nothing more."""
+GATEWAY_CALLS = {
+    (group, resource, verb)
+    for group, resources, verbs in [
+        ("authentication.k8s.io", ["tokenreviews"], ["create"]),
+        ("authorization.k8s.io", ["subjectaccessreviews"], ["create"]),
+        ("", ["pods"], ["get", "list", "watch", "patch", "delete"]),
+        (api.GROUP, [SESSIONS], ["get", "list", "watch", "create", "delete"]),
+        (api.GROUP, [POOLS, TEMPLATES], ["get", "list", "watch"]),
+        ("", ["secrets"], ["get"]),
+    ]
+    for resource in resources
+    for verb in verbs
+}
+"""What the gateway calls: its ClusterRole grants this and nothing more (no pod create, no
+Secret list, no status writes: those stay the operator's)."""
+
+
+def _granted(path: Path) -> list[tuple[str, str, str]]:
+    (role,) = documents(path)
+    assert all("resourceNames" not in rule and "*" not in str(rule) for rule in role["rules"])
+    return [
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    ]
 
 
 def test_cluster_role_grants_exactly_the_calls_the_operator_makes() -> None:
@@ -306,7 +333,7 @@ def test_cluster_role_grants_exactly_the_calls_the_operator_makes() -> None:
 
 
 def test_the_binding_gives_the_role_to_the_operators_service_account() -> None:
-    namespace, account = documents(MANIFESTS / "rbac" / "service-account.yaml")
+    namespace, account, _gateway = documents(MANIFESTS / "rbac" / "service-account.yaml")
     (binding,) = documents(MANIFESTS / "rbac" / "cluster-role-binding.yaml")
     (role,) = documents(MANIFESTS / "rbac" / "cluster-role.yaml")
     assert namespace["kind"] == "Namespace" and account["kind"] == "ServiceAccount"
@@ -320,6 +347,29 @@ def test_the_binding_gives_the_role_to_the_operators_service_account() -> None:
     }
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "sandfleet-operator", "namespace": "sandfleet-system"}
+    ]
+
+
+def test_gateway_cluster_role_grants_exactly_the_calls_the_gateway_makes() -> None:
+    granted = _granted(MANIFESTS / "rbac" / "gateway-cluster-role.yaml")
+    assert len(granted) == len(set(granted))  # no rule repeats another
+    assert set(granted) == GATEWAY_CALLS
+
+
+def test_the_gateway_binding_gives_its_role_to_the_gateways_service_account() -> None:
+    namespace, _operator, account = documents(MANIFESTS / "rbac" / "service-account.yaml")
+    (binding,) = documents(MANIFESTS / "rbac" / "gateway-cluster-role-binding.yaml")
+    (role,) = documents(MANIFESTS / "rbac" / "gateway-cluster-role.yaml")
+    assert account["kind"] == "ServiceAccount"
+    assert account["metadata"]["name"] == "sandfleet-gateway"
+    assert account["metadata"]["namespace"] == namespace["metadata"]["name"]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "sandfleet-gateway", "namespace": "sandfleet-system"}
     ]
 
 
