@@ -143,6 +143,32 @@ class ChannelCache:
             await asyncio.gather(*self._closing, return_exceptions=True)
 
 
+class _Forward:
+    """One upstream call, and the task writing the caller's messages into it (if streaming)."""
+
+    __slots__ = ("call", "pump")
+
+    def __init__(self, call: Any, pump: asyncio.Future[None] | None = None) -> None:
+        self.call = call
+        self.pump = pump
+
+    async def stop(self) -> None:
+        """Cancel the upstream call (a no-op once it ended) and stop the pump."""
+        self.call.cancel()
+        if self.pump is not None and not self.pump.done():
+            self.pump.cancel()
+            await asyncio.gather(self.pump, return_exceptions=True)
+
+
+async def _pump(requests: AsyncIterator[bytes], call: Any) -> None:
+    try:
+        async for message in requests:
+            await call.write(message)
+        await call.done_writing()
+    except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
+        return  # the call ended first: its status is the answer
+
+
 class RuntimeProxy(_GenericHandler):
     """A generic handler for every proxied method; add it to the gateway's grpc.aio server."""
 
@@ -166,10 +192,19 @@ class RuntimeProxy(_GenericHandler):
         label = method.rsplit(".", 1)[-1]  # "BashService/RunCommand"
         target = self._target
 
-        def start(request: Any, context: grpc.aio.ServicerContext[Any, Any], route: Route) -> Any:
+        def start(
+            request: Any, context: grpc.aio.ServicerContext[Any, Any], route: Route
+        ) -> _Forward:
             upstream = self._channels.get(route.address or "")
             multicallable = upstream.call(method, client_streaming, server_streaming)
-            return multicallable(request, metadata=_forwarded(context), timeout=_remaining(context))
+            metadata, timeout = _forwarded(context), _remaining(context)
+            if not client_streaming:
+                return _Forward(multicallable(request, metadata=metadata, timeout=timeout))
+            # Client streaming: our own pump writes the caller's messages, so that when the
+            # call ends early (the runtime refuses the header) the reading stops before the
+            # answer goes back; gRPC's own request poller would keep reading the server call.
+            call = multicallable(metadata=metadata, timeout=timeout)
+            return _Forward(call, asyncio.ensure_future(_pump(request, call)))
 
         if server_streaming:
 
@@ -180,14 +215,15 @@ class RuntimeProxy(_GenericHandler):
                 route = await target(context)
                 if route is None:
                     return
-                call = start(request, context, route)
+                forward = start(request, context, route)
                 try:
-                    async for message in call:
+                    async for message in forward.call:
                         yield message
                 except grpc.aio.AioRpcError as error:
+                    await forward.stop()
                     await _abort_upstream(context, error, route)
                 finally:
-                    call.cancel()  # a no-op after the end; cancels upstream on client cancel
+                    await forward.stop()  # cancels upstream when the client went away
                     self._metrics.call_finished(label, time.monotonic() - started)
 
             return (
@@ -201,15 +237,16 @@ class RuntimeProxy(_GenericHandler):
             route = await target(context)
             if route is None:
                 return b""
-            call = start(request, context, route)
+            forward = start(request, context, route)
             try:
-                response: bytes = await call
+                response: bytes = await forward.call
                 return response
             except grpc.aio.AioRpcError as error:
+                await forward.stop()
                 await _abort_upstream(context, error, route)
                 raise AssertionError("unreachable: abort raises") from error
             finally:
-                call.cancel()
+                await forward.stop()  # cancels upstream when the client went away
                 self._metrics.call_finished(label, time.monotonic() - started)
 
         return (
