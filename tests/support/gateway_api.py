@@ -69,6 +69,8 @@ class StandInApiServer:
         self.reviews: list[JsonObject] = []
         """Every review body received, in order."""
         self.review_delay_s = 0.0
+        self.review_status = 201
+        """Any other status answers reviews with that error (an API server in trouble)."""
         self.caller_tokens: list[str] = []
         """The Authorization header of every request (the gateway's own credential)."""
         self._watchers: list[asyncio.Queue[JsonObject | None]] = []
@@ -99,6 +101,8 @@ class StandInApiServer:
     # --- handlers --------------------------------------------------------------------------
     async def token_review(self, request: web.Request) -> web.Response:
         body = await self._review(request)
+        if self.review_status != 201:
+            return _status(self.review_status, "ServiceUnavailable", "etcd is unhappy")
         token = body["spec"]["token"]
         if token in self.users:
             status: JsonObject = {"authenticated": True, "user": self.users[token]}
@@ -110,6 +114,8 @@ class StandInApiServer:
 
     async def access_review(self, request: web.Request) -> web.Response:
         body = await self._review(request)
+        if self.review_status != 201:
+            return _status(self.review_status, "ServiceUnavailable", "etcd is unhappy")
         spec = body["spec"]
         attributes = spec["resourceAttributes"]
         key = (spec["user"], attributes["verb"], attributes["namespace"])
@@ -193,17 +199,12 @@ class StandInApiServer:
 
 
 def _not_found(resource: str, name: str) -> web.Response:
-    return web.json_response(
-        {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "status": "Failure",
-            "reason": "NotFound",
-            "message": f'{resource} "{name}" not found',
-            "code": 404,
-        },
-        status=404,
-    )
+    return _status(404, "NotFound", f'{resource} "{name}" not found')
+
+
+def _status(code: int, reason: str, message: str) -> web.Response:
+    body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason}
+    return web.json_response(body | {"message": message, "code": code}, status=code)
 
 
 @contextlib.asynccontextmanager

@@ -13,6 +13,7 @@ import sys
 
 from pydantic import ValidationError
 
+from sandfleet.errors import SandfleetError
 from sandfleet.gateway.server import Claimer, GatewayServer
 from sandfleet.gateway.settings import GatewaySettings, read_session_key
 from sandfleet.kube import KubeClient, KubeConfig, KubeConfigError
@@ -23,7 +24,7 @@ log = get_logger(__name__)
 EXIT_BAD_SETTINGS = 2
 
 
-class SettingsProblem(Exception):
+class SettingsProblem(SandfleetError):
     """The process cannot start as configured; the message is the one line to print."""
 
 
@@ -92,17 +93,9 @@ def main() -> int:
     except ValidationError as error:
         print(f"sandfleet-gateway: bad settings: {settings_problem(error)}", file=sys.stderr)
         return EXIT_BAD_SETTINGS
-    configure_logging(level=settings.log_level)
     try:
-        if settings.session_key_file is None:
-            raise SettingsProblem(
-                "SANDFLEET_GATEWAY_SESSION_KEY_FILE is not set: the gateway needs the session "
-                "key it shares with the operator (the chart mounts it)"
-            )
-        try:
-            session_key = read_session_key(settings.session_key_file)
-        except ValueError as error:
-            raise SettingsProblem(str(error)) from error
+        session_key = _session_key(settings)
+        configure_logging(level=settings.log_level)
         asyncio.run(run_gateway(settings, session_key))
     except SettingsProblem as problem:
         print(f"sandfleet-gateway: {problem}", file=sys.stderr)
@@ -111,6 +104,18 @@ def main() -> int:
         print(f"sandfleet-gateway: cannot serve: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _session_key(settings: GatewaySettings) -> bytes:
+    if settings.session_key_file is None:
+        raise SettingsProblem(
+            "SANDFLEET_GATEWAY_SESSION_KEY_FILE is not set: the gateway needs the session "
+            "key it shares with the operator (the chart mounts it)"
+        )
+    try:
+        return read_session_key(settings.session_key_file)
+    except ValueError as error:
+        raise SettingsProblem(str(error)) from error
 
 
 if __name__ == "__main__":

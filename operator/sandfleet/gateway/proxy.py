@@ -17,6 +17,7 @@ import grpc
 import grpc.aio
 
 from sandfleet.api import GATEWAY_SESSION_METADATA
+from sandfleet.errors import SandfleetError
 from sandfleet.gateway.metrics import GatewayMetrics
 from sandfleet.gateway.routes import Route, SessionRoutes
 from sandfleet.kube import KubeError
@@ -64,7 +65,7 @@ _NO_CONNECTION = (
 )
 
 
-class ProxyRefusal(Exception):
+class ProxyRefusal(SandfleetError):
     """A call the proxy answers itself (no session named, unknown, not ready)."""
 
     def __init__(self, code: grpc.StatusCode, details: str) -> None:

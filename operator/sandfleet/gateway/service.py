@@ -9,6 +9,7 @@ from typing import Any, NoReturn, Protocol, TypeVar
 import grpc
 import grpc.aio
 
+from sandfleet.errors import SandfleetError
 from sandfleet.gateway.auth import (
     Authenticator,
     AuthError,
@@ -62,7 +63,7 @@ class ClaimPath(Protocol):
     async def release(self, namespace: str, names: list[str]) -> int: ...
 
 
-class _Refused(Exception):
+class _Refused(SandfleetError):
     """End the call with this status; `result` is the claims metric's label."""
 
     def __init__(self, code: grpc.StatusCode, message: str, result: str) -> None:
