@@ -118,18 +118,16 @@ class Authenticator:
         """The caller the token belongs to; Unauthenticated when the API server refuses it."""
         digest = hashlib.sha256(token.encode()).digest()
         caller = self._accepted.get(digest)
-        if caller is None:
-            refusal = self._refused.get(digest)
-            if refusal is None:
-                answer = await self._reviews.run(digest, lambda: self._review_token(token))
-                if isinstance(answer, Caller):
-                    self._accepted[digest] = caller = answer
-                else:
-                    self._refused[digest] = refusal = answer
-            if refusal is not None:
-                raise Unauthenticated(refusal)
-        assert caller is not None
-        return caller
+        if caller is not None:
+            return caller
+        refusal = self._refused.get(digest)
+        if refusal is None:
+            answer = await self._reviews.run(digest, lambda: self._review_token(token))
+            if isinstance(answer, Caller):
+                self._accepted[digest] = answer
+                return answer
+            self._refused[digest] = refusal = answer
+        raise Unauthenticated(refusal)
 
     async def authorize(self, caller: Caller, verb: str, namespace: str) -> None:
         """PermissionDenied unless RBAC lets `caller` `verb` sandboxsessions in `namespace`."""

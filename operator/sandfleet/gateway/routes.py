@@ -39,10 +39,17 @@ class Route:
     """The runtime's host:port; None while the session has no pod (yet)."""
     claimed_at: float | None = None
     """When this replica claimed it (monotonic), None for sessions only seen via the API."""
+    deleting: bool = False
+    """Released (deletionTimestamp set): its sandbox still answers until it is reclaimed."""
 
     @property
     def finished(self) -> bool:
         return self.phase is not None and self.phase.finished
+
+    @property
+    def holds_quota(self) -> bool:
+        """Counts against its namespace's quota: neither finished nor released."""
+        return not self.finished and not self.deleting
 
     @property
     def ready(self) -> bool:
@@ -72,6 +79,7 @@ def route_from_session(session: dict[str, Any], claimed: Route | None = None) ->
         pod=str(pod) if pod else None,
         address=address,
         claimed_at=claimed.claimed_at if claimed is not None else None,
+        deleting=bool(meta.get("deletionTimestamp")),
     )
 
 
@@ -98,7 +106,7 @@ class SessionRoutes:
         return self._routes.get((namespace, name))
 
     def active(self, namespace: str) -> int:
-        """Sessions in the namespace that have not finished (what quotas count)."""
+        """Sessions in the namespace neither finished nor released (what quotas count)."""
         return self._active[namespace]
 
     def active_by_namespace(self) -> dict[str, int]:
@@ -175,9 +183,9 @@ class SessionRoutes:
     def _put(self, route: Route) -> None:
         key = (route.namespace, route.name)
         previous = self._routes.get(key)
-        if previous is not None and not previous.finished:
+        if previous is not None and previous.holds_quota:
             self._active[route.namespace] -= 1
-        if not route.finished:
+        if route.holds_quota:
             self._active[route.namespace] += 1
         self._routes[key] = route
         if (
@@ -191,7 +199,7 @@ class SessionRoutes:
         route = self._routes.pop(key, None)
         if route is None:
             return
-        if not route.finished:
+        if route.holds_quota:
             self._active[route.namespace] -= 1
         if route.address:
             self.on_gone(route.address)

@@ -76,3 +76,14 @@ def test_a_starting_session_is_not_ready() -> None:
     index.apply("ADDED", session_object("team-a", "s", phase="Starting", pod_ip="10.0.0.5"))
     route = index.get("team-a", "s")
     assert route is not None and not route.ready and not route.finished
+
+
+def test_a_released_session_stays_routable_but_stops_counting() -> None:
+    index, gone = routes()
+    index.apply("ADDED", session_object("team-a", "s", pod_ip="10.0.0.6"))
+    released = session_object("team-a", "s", pod_ip="10.0.0.6")
+    released["metadata"]["deletionTimestamp"] = "2026-11-25T03:00:00Z"
+    index.apply("MODIFIED", released)
+    route = index.get("team-a", "s")
+    assert route is not None and route.ready and route.deleting
+    assert index.active("team-a") == 0 and gone == []
