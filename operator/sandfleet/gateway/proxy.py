@@ -1,0 +1,336 @@
+"""The runtime proxy: every sandfleet.runtime.v1 call, forwarded undecoded to its session's pod.
+
+The call names its session in `x-sandfleet-session: <namespace>/<name>`; its `authorization`
+(the session's runtime token) goes on unchanged, and the runtime checks it: the gateway does
+no review on the data plane. Messages stay bytes end to end (identity serializers), so the
+gateway's cost is a lookup, a channel from the cache and the copy gRPC makes anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import grpc
+import grpc.aio
+
+from sandfleet.api import GATEWAY_SESSION_METADATA
+from sandfleet.errors import SandfleetError
+from sandfleet.gateway.metrics import GatewayMetrics
+from sandfleet.gateway.routes import Route, SessionRoutes
+from sandfleet.kube import KubeError
+from sandfleet.logs import get_logger
+from sandfleet_proto.runtime.v1 import (
+    bash_service_pb2,
+    editor_service_pb2,
+    file_service_pb2,
+    system_service_pb2,
+)
+
+log = get_logger(__name__)
+
+if TYPE_CHECKING:
+    _GenericHandler = grpc.GenericRpcHandler[bytes, bytes]
+    _MethodHandler = grpc.RpcMethodHandler[bytes, bytes]
+else:  # not subscriptable at run time
+    _GenericHandler = grpc.GenericRpcHandler
+    _MethodHandler = grpc.RpcMethodHandler
+
+PROXIED_FILES = (bash_service_pb2, editor_service_pb2, file_service_pb2, system_service_pb2)
+"""The runtime's services, from their generated descriptors (every method, every shape)."""
+
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+"""As the runtime and its client allow: a proxied message must fit both ends."""
+
+CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    # Each pod's channel is used by one session's calls only; no load balancing to share.
+    ("grpc.use_local_subchannel_pool", 1),
+)
+
+# Phrases gRPC core puts in UNAVAILABLE details when no connection could be made (the
+# runtime's own UNAVAILABLE answers, e.g. "shutting down", pass through as they are).
+_NO_CONNECTION = (
+    "failed to connect",
+    "connection refused",
+    "connections to all backends failing",
+    "socket closed",
+    "connection reset",
+    "dns resolution failed",
+    "no route to host",
+    "deadline exceeded while connecting",
+)
+
+
+class ProxyRefusal(SandfleetError):
+    """A call the proxy answers itself (no session named, unknown, not ready)."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.code = code
+        self.details = details
+
+
+def proxied_methods() -> list[tuple[str, bool, bool]]:
+    """(full method path, client streaming, server streaming) of every proxied method."""
+    methods = []
+    for module in PROXIED_FILES:
+        for service in module.DESCRIPTOR.services_by_name.values():
+            for method in service.methods:
+                methods.append(
+                    (
+                        f"/{service.full_name}/{method.name}",
+                        method.client_streaming,
+                        method.server_streaming,
+                    )
+                )
+    return methods
+
+
+class _Upstream:
+    """One open channel to one pod's runtime, with its multicallables made once per method."""
+
+    __slots__ = ("calls", "channel")
+
+    def __init__(self, address: str) -> None:
+        self.channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self.calls: dict[str, Any] = {}
+
+    def call(self, method: str, client_streaming: bool, server_streaming: bool) -> Any:
+        call = self.calls.get(method)
+        if call is None:
+            channel: Any = self.channel
+            if client_streaming:
+                make = channel.stream_stream if server_streaming else channel.stream_unary
+            else:
+                make = channel.unary_stream if server_streaming else channel.unary_unary
+            # No serializers: bytes in, bytes out.
+            call = make(method, request_serializer=None, response_deserializer=None)
+            self.calls[method] = call
+        return call
+
+
+class ChannelCache:
+    """Channels by pod address, kept open across calls and closed when the pod goes away."""
+
+    def __init__(self) -> None:
+        self._upstreams: dict[str, _Upstream] = {}
+        self._closing: set[asyncio.Task[None]] = set()
+
+    def __len__(self) -> int:
+        return len(self._upstreams)
+
+    def get(self, address: str) -> _Upstream:
+        upstream = self._upstreams.get(address)
+        if upstream is None:
+            upstream = self._upstreams[address] = _Upstream(address)
+        return upstream
+
+    def evict(self, address: str) -> None:
+        upstream = self._upstreams.pop(address, None)
+        if upstream is not None:
+            task = asyncio.get_running_loop().create_task(upstream.channel.close(grace=None))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    async def close(self) -> None:
+        upstreams, self._upstreams = list(self._upstreams.values()), {}
+        for upstream in upstreams:
+            await upstream.channel.close(grace=None)
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
+
+
+class _Forward:
+    """One upstream call, and the task writing the caller's messages into it (if streaming)."""
+
+    __slots__ = ("call", "pump")
+
+    def __init__(self, call: Any, pump: asyncio.Future[None] | None = None) -> None:
+        self.call = call
+        self.pump = pump
+
+    async def stop(self) -> None:
+        """Cancel the upstream call (a no-op once it ended) and stop the pump."""
+        self.call.cancel()
+        if self.pump is not None and not self.pump.done():
+            self.pump.cancel()
+            await asyncio.gather(self.pump, return_exceptions=True)
+
+
+async def _pump(requests: AsyncIterator[bytes], call: Any) -> None:
+    try:
+        async for message in requests:
+            await call.write(message)
+        await call.done_writing()
+    except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
+        return  # the call ended first: its status is the answer
+
+
+class RuntimeProxy(_GenericHandler):
+    """A generic handler for every proxied method; add it to the gateway's grpc.aio server."""
+
+    def __init__(
+        self, routes: SessionRoutes, channels: ChannelCache, metrics: GatewayMetrics
+    ) -> None:
+        self._routes = routes
+        self._channels = channels
+        self._metrics = metrics
+        self._handlers = {
+            method: self._handler(method, client_streaming, server_streaming)
+            for method, client_streaming, server_streaming in proxied_methods()
+        }
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> _MethodHandler | None:
+        return self._handlers.get(handler_call_details.method)
+
+    def _handler(
+        self, method: str, client_streaming: bool, server_streaming: bool
+    ) -> _MethodHandler:
+        label = method.rsplit(".", 1)[-1]  # "BashService/RunCommand"
+        target = self._target
+
+        def start(
+            request: Any, context: grpc.aio.ServicerContext[Any, Any], route: Route
+        ) -> _Forward:
+            upstream = self._channels.get(route.address or "")
+            multicallable = upstream.call(method, client_streaming, server_streaming)
+            metadata, timeout = _forwarded(context), _remaining(context)
+            if not client_streaming:
+                return _Forward(multicallable(request, metadata=metadata, timeout=timeout))
+            # Client streaming: our own pump writes the caller's messages, so that when the
+            # call ends early (the runtime refuses the header) the reading stops before the
+            # answer goes back; gRPC's own request poller would keep reading the server call.
+            call = multicallable(metadata=metadata, timeout=timeout)
+            return _Forward(call, asyncio.ensure_future(_pump(request, call)))
+
+        if server_streaming:
+
+            async def streaming(
+                request: Any, context: grpc.aio.ServicerContext[Any, Any]
+            ) -> AsyncIterator[bytes]:
+                started = time.monotonic()
+                route = await target(context)
+                if route is None:
+                    return
+                forward = start(request, context, route)
+                try:
+                    async for message in forward.call:
+                        yield message
+                except grpc.aio.AioRpcError as error:
+                    await forward.stop()
+                    await _abort_upstream(context, error, route)
+                finally:
+                    await forward.stop()  # cancels upstream when the client went away
+                    self._metrics.call_finished(label, time.monotonic() - started)
+
+            return (
+                grpc.stream_stream_rpc_method_handler(streaming)
+                if client_streaming
+                else grpc.unary_stream_rpc_method_handler(streaming)
+            )
+
+        async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
+            started = time.monotonic()
+            route = await target(context)
+            if route is None:
+                return b""
+            forward = start(request, context, route)
+            try:
+                response: bytes = await forward.call
+                return response
+            except grpc.aio.AioRpcError as error:
+                await forward.stop()
+                await _abort_upstream(context, error, route)
+                raise AssertionError("unreachable: abort raises") from error
+            finally:
+                await forward.stop()  # cancels upstream when the client went away
+                self._metrics.call_finished(label, time.monotonic() - started)
+
+        return (
+            grpc.stream_unary_rpc_method_handler(unary)
+            if client_streaming
+            else grpc.unary_unary_rpc_method_handler(unary)
+        )
+
+    async def _target(self, context: grpc.aio.ServicerContext[Any, Any]) -> Route | None:
+        """The route of the session the call names; aborts the call (and returns None, for
+        the type checker) when there is none to go to."""
+        try:
+            return await self._resolve(context.invocation_metadata() or ())
+        except ProxyRefusal as refusal:
+            await context.abort(refusal.code, refusal.details)
+        return None
+
+    async def _resolve(self, metadata: Iterable[tuple[str, Any]]) -> Route:
+        named = next((v for k, v in metadata if k == GATEWAY_SESSION_METADATA), None)
+        if not isinstance(named, str) or not named:
+            raise ProxyRefusal(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"the call names no session: send '{GATEWAY_SESSION_METADATA}: "
+                "<namespace>/<name>' metadata (from Claim or Connect) with every runtime call",
+            )
+        namespace, _, name = named.partition("/")
+        if not namespace or not name or "/" in name:
+            raise ProxyRefusal(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"{GATEWAY_SESSION_METADATA}: {named!r} is not '<namespace>/<name>'",
+            )
+        try:
+            route = await self._routes.resolve(namespace, name)
+        except (KubeError, ValueError) as error:
+            log.warning("gateway_route_lookup_failed", session=named, error=str(error))
+            raise ProxyRefusal(
+                grpc.StatusCode.UNAVAILABLE,
+                f"cannot look up session {named} now (the Kubernetes API server did not "
+                "answer); try again shortly",
+            ) from error
+        if route is None:
+            raise ProxyRefusal(
+                grpc.StatusCode.NOT_FOUND,
+                f"no session {named}: it was deleted or never existed",
+            )
+        if route.finished:
+            raise ProxyRefusal(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"session {named} has ended (phase {route.phase}): its sandbox is gone; "
+                "claim a new one",
+            )
+        if not route.ready:
+            raise ProxyRefusal(
+                grpc.StatusCode.UNAVAILABLE,
+                f"session {named} is not ready yet (phase {route.phase or 'unknown'}); "
+                "try again when Connect says it is Ready",
+            )
+        return route
+
+
+def _forwarded(context: grpc.aio.ServicerContext[Any, Any]) -> Sequence[tuple[str, str | bytes]]:
+    """The caller's authorization, as it came: the runtime checks the session token."""
+    return tuple(
+        (key, value) for key, value in context.invocation_metadata() or () if key == "authorization"
+    )
+
+
+def _remaining(context: grpc.aio.ServicerContext[Any, Any]) -> float | None:
+    remaining = context.time_remaining()
+    # No deadline reads as a huge number of seconds; upstream then has none either.
+    return remaining if remaining is not None and remaining < 10**8 else None
+
+
+async def _abort_upstream(
+    context: grpc.aio.ServicerContext[Any, Any], error: grpc.aio.AioRpcError, route: Route
+) -> None:
+    """End the call as upstream ended it: same code, details and trailers; a pod that does
+    not answer at all gets a message that says so."""
+    code, details = error.code(), error.details() or ""
+    if code == grpc.StatusCode.UNAVAILABLE and any(p in details.lower() for p in _NO_CONNECTION):
+        details = (
+            f"sandbox {route.namespace}/{route.name} (pod {route.pod or '?'} at "
+            f"{route.address}) does not answer: {details}"
+        )
+    trailers: Any = error.trailing_metadata() or ()
+    await context.abort(code, details, trailing_metadata=trailers)

@@ -1,0 +1,240 @@
+"""Where each session's runtime is: a watch-fed index of SandboxSessions plus the gateway's claims.
+
+The proxy asks it for every call, so answers come from memory: the gateway's own claims are
+known the moment they are made, everything else arrives through one list+watch (per served
+namespace). A session the index does not know yet (claimed through another replica a moment
+ago) costs one GET.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from sandfleet.api import API_VERSION, RUNTIME_PORT, SESSION_PLURAL, Annotation, Phase
+from sandfleet.gateway.claim_types import Claimed
+from sandfleet.kube import KubeClient, NotFoundError, WatchExpiredError, resource_path
+from sandfleet.logs import get_logger
+
+log = get_logger(__name__)
+
+CLAIM_GRACE_S = 60.0
+"""A session this replica claimed stays routable this long even if a relist lacks it: the
+list may have been answered before the session was created."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Route:
+    """One session as the proxy needs it."""
+
+    namespace: str
+    name: str
+    phase: Phase | None
+    pod: str | None
+    address: str | None
+    """The runtime's host:port; None while the session has no pod (yet)."""
+    claimed_at: float | None = None
+    """When this replica claimed it (monotonic), None for sessions only seen via the API."""
+    deleting: bool = False
+    """Released (deletionTimestamp set): its sandbox still answers until it is reclaimed."""
+
+    @property
+    def finished(self) -> bool:
+        return self.phase is not None and self.phase.finished
+
+    @property
+    def holds_quota(self) -> bool:
+        """Counts against its namespace's quota: neither finished nor released."""
+        return not self.finished and not self.deleting
+
+    @property
+    def ready(self) -> bool:
+        """Calls can go through: a pod address, and Ready or Running (no phase yet: a
+        gateway-claimed session the operator has not adopted, whose pod is bound)."""
+        return self.address is not None and self.phase in (None, Phase.READY, Phase.RUNNING)
+
+
+def route_from_session(session: dict[str, Any], claimed: Route | None = None) -> Route:
+    """The route an API object gives; what this replica recorded fills in what the status
+    does not say yet (a gateway-claimed session before the operator adopts it)."""
+    meta = session.get("metadata") or {}
+    status = session.get("status") or {}
+    try:
+        phase: Phase | None = Phase(status.get("phase") or "")
+    except ValueError:
+        phase = None
+    pod_ip = status.get("podIP")
+    pod = status.get("podName") or (meta.get("annotations") or {}).get(Annotation.CLAIMED_POD)
+    address = f"{pod_ip}:{RUNTIME_PORT}" if pod_ip else None
+    if claimed is not None and claimed.pod == pod:
+        address = address or claimed.address
+    return Route(
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta["name"]),
+        phase=phase,
+        pod=str(pod) if pod else None,
+        address=address,
+        claimed_at=claimed.claimed_at if claimed is not None else None,
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+class SessionRoutes:
+    """Sessions by (namespace, name), their count per namespace, and channel eviction hooks.
+
+    `on_gone(address)` is called when a runtime address stops being any session's (the
+    session was deleted, finished, or moved): the proxy closes its channel there.
+    """
+
+    def __init__(self, kube: KubeClient, namespaces: Iterable[str] = ()) -> None:
+        self._kube = kube
+        self._scopes: list[str | None] = list(namespaces) or [None]
+        self._routes: dict[tuple[str, str], Route] = {}
+        self._active: collections.Counter[str] = collections.Counter()
+        self.on_gone: Callable[[str], None] = lambda address: None
+        self.synced = asyncio.Event()
+        """Set once every served namespace has been listed."""
+
+    def __len__(self) -> int:
+        return len(self._routes)
+
+    def get(self, namespace: str, name: str) -> Route | None:
+        return self._routes.get((namespace, name))
+
+    def active(self, namespace: str) -> int:
+        """Sessions in the namespace neither finished nor released (what quotas count)."""
+        return self._active[namespace]
+
+    def active_by_namespace(self) -> dict[str, int]:
+        return {ns: count for ns, count in self._active.items() if count}
+
+    def record(self, claimed: Claimed) -> None:
+        """A session this replica just claimed or connected: routable at once."""
+        route = Route(
+            namespace=claimed.namespace,
+            name=claimed.name,
+            phase=Phase.READY,
+            pod=claimed.pod,
+            address=claimed.address,
+            claimed_at=time.monotonic(),
+        )
+        held = self._routes.get((claimed.namespace, claimed.name))
+        if held is not None and held.pod == claimed.pod and held.address:
+            route = dataclasses.replace(held, claimed_at=route.claimed_at)
+        self._put(route)
+
+    async def resolve(self, namespace: str, name: str) -> Route | None:
+        """The session's route; one GET when the index does not know it (None: no such
+        session). Raises the KubeError of that GET when the API server cannot answer."""
+        route = self._routes.get((namespace, name))
+        if route is not None:
+            return route
+        path = resource_path(API_VERSION, SESSION_PLURAL, namespace, name)
+        try:
+            session = await self._kube.get(path)
+        except NotFoundError:
+            return None
+        route = route_from_session(session)
+        if route.address is None and route.pod and not route.finished:
+            # Claimed by another replica a moment ago: the operator has not written the
+            # pod's IP into the status yet, the pod has it already.
+            pod_path = resource_path("v1", "pods", namespace, route.pod)
+            try:
+                pod = await self._kube.get(pod_path)
+            except NotFoundError:
+                return route
+            pod_ip = (pod.get("status") or {}).get("podIP")
+            if pod_ip:
+                route = dataclasses.replace(route, address=f"{pod_ip}:{RUNTIME_PORT}")
+        # The watch may have delivered it while we waited: what it says is newer.
+        return self._routes.setdefault((namespace, name), route)
+
+    # --- feeding ---------------------------------------------------------------------------
+    def apply(self, event_type: str, session: dict[str, Any]) -> None:
+        """One watch event."""
+        meta = session.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        held = self._routes.get(key)
+        if event_type == "DELETED":
+            self._drop(key)
+            return
+        self._put(route_from_session(session, held if held and held.claimed_at else None))
+
+    def replace_scope(self, namespace: str | None, sessions: Iterable[dict[str, Any]]) -> None:
+        """A fresh list of one namespace (None: all): what it lacks is gone, except this
+        replica's claims younger than the list can know about."""
+        fresh = {}
+        for session in sessions:
+            meta = session.get("metadata") or {}
+            fresh[(str(meta.get("namespace") or ""), str(meta.get("name") or ""))] = session
+        now = time.monotonic()
+        for key, route in list(self._routes.items()):
+            if key in fresh or namespace not in (None, key[0]):
+                continue
+            if route.claimed_at is None or now - route.claimed_at > CLAIM_GRACE_S:
+                self._drop(key)
+        for session in fresh.values():
+            self.apply("ADDED", session)
+
+    def _put(self, route: Route) -> None:
+        key = (route.namespace, route.name)
+        previous = self._routes.get(key)
+        if previous is not None and previous.holds_quota:
+            self._active[route.namespace] -= 1
+        if route.holds_quota:
+            self._active[route.namespace] += 1
+        self._routes[key] = route
+        if (
+            previous is not None
+            and previous.address
+            and (previous.address != route.address or route.finished)
+        ):
+            self.on_gone(previous.address)
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        route = self._routes.pop(key, None)
+        if route is None:
+            return
+        if route.holds_quota:
+            self._active[route.namespace] -= 1
+        if route.address:
+            self.on_gone(route.address)
+
+    async def run(self, *, retry_delay_s: float = 1.0) -> None:
+        """List then watch the sessions forever (one stream per served namespace, or one for
+        the cluster), listing again when a watch expires. Cancel to stop."""
+        unlisted = set(self._scopes)
+        async with asyncio.TaskGroup() as group:
+            for scope in self._scopes:
+                group.create_task(self._feed(scope, unlisted, retry_delay_s))
+
+    async def _feed(
+        self, namespace: str | None, unlisted: set[str | None], retry_delay_s: float
+    ) -> None:
+        path = resource_path(API_VERSION, SESSION_PLURAL, namespace)
+        while True:
+            try:
+                sessions, version = await self._kube.list_with_version(path)
+                self.replace_scope(namespace, sessions)
+                unlisted.discard(namespace)
+                if not unlisted:
+                    self.synced.set()
+                log.info("gateway_sessions_listed", namespace=namespace, sessions=len(sessions))
+                while True:
+                    async for event in self._kube.watch(
+                        path, resource_version=version, timeout_s=300
+                    ):
+                        version = event.resource_version or version
+                        if event.type != "BOOKMARK":
+                            self.apply(event.type, event.object)
+            except WatchExpiredError:
+                log.info("gateway_session_watch_expired", namespace=namespace)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # noqa: BLE001 - the feed must outlive API server hiccups
+                log.warning("gateway_session_watch_failed", namespace=namespace, error=str(error))
+                await asyncio.sleep(retry_delay_s)
