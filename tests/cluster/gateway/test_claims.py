@@ -245,7 +245,12 @@ async def test_a_claim_whose_session_never_came_is_swept_after_the_grace_period(
     patch = gateway_claim_patch(
         "never-created", pod["metadata"]["resourceVersion"], dt.datetime.now(dt.UTC), "gone-gw"
     )
-    await kube.checked("PATCH", f"{PODS.format(ns=namespace)}/{name}", patch)
+    await kube.checked(
+        "PATCH",
+        f"{PODS.format(ns=namespace)}/{name}",
+        patch,
+        content_type="application/merge-patch+json",
+    )
     claimed_at = time.monotonic()
 
     await kube.wait_for(f"{PODS.format(ns=namespace)}/{name}", _gone_or_deleting, 30)
