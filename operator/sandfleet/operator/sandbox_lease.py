@@ -213,13 +213,13 @@ async def _place(ctx: OperatorContext, request: LeaseRequest, status: SessionSta
     """The session's token and NetworkPolicy, then a warm pod claimed or a cold one created;
     recorded in the status with the Scheduled condition (Starting)."""
     session, plan = request.session, request.plan
-    (token, secret), _ = await asyncio.gather(
+    # The claim does not wait for the token and policy: the pool's policy already covers
+    # the pod, and the token is needed only at the bind.
+    (token, secret), _, claimed_pod = await asyncio.gather(
         ensure_session_token(ctx, session),
         ensure_network_policy(ctx, session, plan.egress),
+        _claim(ctx, session, plan.pool),
     )
-    claimed_pod = None
-    if plan.pool is not None:
-        claimed_pod = await claim_warm_sandbox(ctx, session, plan.pool)
     pool: str | None
     if claimed_pod is not None:
         pod_name, pool = claimed_pod["metadata"]["name"], plan.pool
@@ -236,6 +236,10 @@ async def _place(ctx: OperatorContext, request: LeaseRequest, status: SessionSta
     status.condition(ConditionType.SCHEDULED, claimed, reason, message)
     await status.flush()
     return _Placement(pod_name, pool, token, claimed=claimed, fresh_claim=claimed)
+
+
+async def _claim(ctx: OperatorContext, session: ObjectRef, pool: str | None) -> Pod | None:
+    return None if pool is None else await claim_warm_sandbox(ctx, session, pool)
 
 
 async def _until_started(
