@@ -38,6 +38,7 @@ from tests.cluster.probe_pods import operator_image, probe_pod, result_of, run_p
 pytestmark = pytest.mark.cluster
 
 PODS = "/api/v1/namespaces/{ns}/pods"
+TEMPLATES = "/apis/sandfleet.dev/v1alpha1/namespaces/{ns}/sandboxtemplates"
 
 
 def spec(namespace: str, pool: str | None, count: int = 1, **kw: Any) -> ClaimSpec:
@@ -182,21 +183,42 @@ async def test_replicas_and_kubectl_racing_for_one_pool_never_share_a_pod(
     await wait_no_leftovers(kube, namespace, timeout_s=60)
 
 
-async def test_an_empty_pool_falls_back_to_a_cold_session_and_a_missing_one_is_not_found(
+async def test_an_empty_pool_or_a_template_gives_a_cold_session_and_a_missing_one_is_not_found(
     kube: KubeApi, namespace: str, operator: OperatorProcess, make_claimer: MakeClaimer
 ) -> None:
     await create_pool(kube, namespace, "empty", 0)
+    template = {
+        "apiVersion": "sandfleet.dev/v1alpha1",
+        "kind": "SandboxTemplate",
+        "metadata": {"name": "tpl"},
+        "spec": {"pod": {"workdir": "/tmp"}},
+    }
+    await kube.checked("POST", TEMPLATES.format(ns=namespace), template)
     claimer = await make_claimer(namespace)
+    files = (("note.txt", b"cold file", 0o644),)
 
-    (claimed,) = await claimer.claim(spec(namespace, "empty", env={"X": "cold"}))
-    with pytest.raises(ClaimFailed) as missing:
-        await claimer.claim(spec(namespace, "no-such-pool"))
+    (from_pool,), (from_template,) = await asyncio.gather(
+        claimer.claim(spec(namespace, "empty", env={"X": "cold"})),
+        claimer.claim(spec(namespace, None, template="tpl", files=files)),
+    )
+    failures = []
+    for pool, tpl in (("no-such-pool", None), (None, "no-such-template")):
+        with pytest.raises(ClaimFailed) as missing:
+            await claimer.claim(spec(namespace, pool, template=tpl))
+        failures.append(missing.value)
 
-    assert not claimed.warm
-    assert (await run(claimed, "echo $X")).strip() == "cold"
-    assert missing.value.failure is ClaimFailure.NOT_FOUND
-    assert "no-such-pool" in str(missing.value)
-    await claimer.release(namespace, [claimed.name])
+    assert not from_pool.warm and not from_template.warm
+    assert (await run(from_pool, "echo $X")).strip() == "cold"
+    assert from_template.working_dir == "/tmp"
+    assert (await run(from_template, "cat /tmp/note.txt")) == "cold file"
+    assert [f.failure for f in failures] == [ClaimFailure.NOT_FOUND, ClaimFailure.NOT_FOUND]
+    assert "no-such-pool" in str(failures[0]) and "no-such-template" in str(failures[1])
+    connected = await claimer.connect(namespace, from_template.name, 10)
+    assert (connected.token, connected.working_dir) == (from_template.token, "/tmp")
+    with pytest.raises(ClaimFailed) as gone:
+        await claimer.connect(namespace, "no-such-session", 1)
+    assert gone.value.failure is ClaimFailure.NOT_FOUND
+    await claimer.release(namespace, [from_pool.name, from_template.name])
     await kube.checked("DELETE", f"{POOLS.format(ns=namespace)}/empty")
     await wait_no_leftovers(kube, namespace)
 
@@ -204,20 +226,23 @@ async def test_an_empty_pool_falls_back_to_a_cold_session_and_a_missing_one_is_n
 async def test_a_session_claimed_while_no_operator_runs_is_adopted_when_it_starts(
     kube: KubeApi, namespace: str, operator: OperatorProcess, make_claimer: MakeClaimer
 ) -> None:
-    await create_pool(kube, namespace, "adopt", 1)
+    await create_pool(kube, namespace, "adopt", 2)
     claimer = await make_claimer(namespace)
-    await until_warm(claimer, namespace, "adopt", 1)
+    await until_warm(claimer, namespace, "adopt", 2)
     operator.stop()
     try:
-        (claimed,) = await claimer.claim(spec(namespace, "adopt"))
+        claimed, dropped = await claimer.claim(spec(namespace, "adopt", count=2))
         assert (await run(claimed, "echo served")).strip() == "served"  # no operator needed
         body = await kube.checked("GET", f"{SESSIONS.format(ns=namespace)}/{claimed.name}")
         assert not (body.get("status") or {}).get("podName")
+        # Released before any operator saw it: its finalizer holds it until one does.
+        assert await claimer.release(namespace, [dropped.name]) == 1
     finally:
         operator.start()
 
     body = await wait_session(kube, namespace, claimed.name, phase_is("Ready"), timeout_s=60)
     assert body["status"]["podName"] == claimed.pod
+    await kube.wait_for(f"{PODS.format(ns=namespace)}/{dropped.pod}", _gone_or_deleting, 30)
     # And once more: a restart picks the adopted session up again (token derived, no Secret).
     operator.stop()
     operator.start()
