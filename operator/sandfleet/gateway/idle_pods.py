@@ -102,8 +102,14 @@ class IdlePods:
             self._feed.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._feed
-        for key in list(self._channels):
-            self._drop(key)
+        channels, self._channels = list(self._channels.values()), {}
+        for channel in channels:
+            if channel.task is not None:
+                channel.task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await channel.task
+            if channel.client is not None:
+                await channel.client.close()
 
     # --- for claims ------------------------------------------------------------------------
     def candidates(self, namespace: str, pool: str) -> list[Pod]:
