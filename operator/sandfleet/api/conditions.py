@@ -27,6 +27,9 @@ class Reason(enum.StrEnum):
     POD_UNSCHEDULABLE = "PodUnschedulable"
     WAITING_FOR_WARM_SANDBOX = "WaitingForWarmSandbox"
     WARM_SANDBOX_CLAIMED = "WarmSandboxClaimed"
+    ADOPTION_FAILED = "AdoptionFailed"
+    """A gateway-claimed session whose pod is not (or no longer) the one it claimed, or an
+    operator without the session key its token derives from."""
     # RuntimeReady / Ready
     POD_PENDING = "PodPending"
     RUNTIME_SERVING = "RuntimeServing"

@@ -17,6 +17,7 @@ import kopf
 
 from sandfleet.kube import KubeClient, KubeConfig
 from sandfleet.logs import configure_logging, get_logger
+from sandfleet.operator.adoption import read_session_key
 from sandfleet.operator.context import OperatorContext
 from sandfleet.operator.http_api import build_http_app, serve_http
 from sandfleet.operator.metrics import OperatorMetrics
@@ -34,6 +35,7 @@ def platform_defaults(settings: OperatorSettings) -> PlatformDefaults:
         image=settings.default_image,
         operator_namespace=settings.operator_namespace,
         operator_pod_labels=dict(settings.operator_pod_labels),
+        gateway_pod_labels=dict(settings.gateway_pod_labels),
         image_pull_policy=settings.image_pull_policy,
         cpu_request=settings.default_cpu_request,
         memory_request=settings.default_memory_request,
@@ -55,11 +57,16 @@ def build_context(settings: OperatorSettings, kube: KubeClient) -> OperatorConte
         store=store,
         defaults=platform_defaults(settings),
         events=post_event,
+        session_key=read_session_key(settings.session_key_file),
     )
     ctx.background += [
         lambda: feed_pod_index(kube, ctx.pods, settings.namespaces),
         lambda: sweep_forever(
-            kube, ctx.metrics, settings.namespaces, settings.orphan_sweep_interval_seconds
+            kube,
+            ctx.metrics,
+            settings.namespaces,
+            settings.orphan_sweep_interval_seconds,
+            claim_grace_s=settings.orphan_claim_grace_seconds,
         ),
         lambda: _serve_http_forever(ctx),
         lambda: _prune_forever(ctx),

@@ -45,6 +45,9 @@ class OperatorContext:
     defaults: PlatformDefaults
     events: EventRecorder
     clock: Callable[[], dt.datetime] = _utc_now
+    session_key: bytes | None = None
+    """The fleet's session key (shared with the gateway): tokens of gateway-claimed sessions
+    derive from it. None: no gateway is configured, and such sessions fail."""
     claims: ClaimsInFlight = dataclasses.field(default_factory=ClaimsInFlight)
     pool_tokens: PoolTokens = dataclasses.field(default_factory=PoolTokens)
     background: list[Callable[[], Coroutine[Any, Any, None]]] = dataclasses.field(

@@ -27,6 +27,7 @@ from sandfleet.api import (
     ReclaimReason,
 )
 from sandfleet.logs import get_logger
+from sandfleet.operator.adoption import unadopted_pod_to_reclaim
 from sandfleet.operator.context import OperatorContext
 from sandfleet.operator.pools import PoolKeeper
 from sandfleet.operator.reclaim import delete_session_children
@@ -144,19 +145,23 @@ async def session_daemon(
 
 @kopf.on.delete(GROUP, VERSION, SESSION_PLURAL, id="reclaim")
 async def reclaim_deleted_session(
-    name: str, namespace: str | None, status: kopf.Status, memo: OperatorContext, **_: Any
+    name: str,
+    namespace: str | None,
+    status: kopf.Status,
+    annotations: kopf.Annotations,
+    memo: OperatorContext,
+    **_: Any,
 ) -> None:
     """Runs after the daemon has stopped (its loop cancelled): take the sandbox back now
-    rather than leave it to the garbage collector."""
+    rather than leave it to the garbage collector (which cannot have it yet when the session
+    was deleted before its gateway-claimed pod was adopted)."""
     assert namespace is not None  # SandboxSession is namespaced
     finished = status.get("phase") in {p.value for p in Phase if p.finished}
+    pod = None if finished else status.get("podName")
+    if pod is None and not finished:
+        pod = await unadopted_pod_to_reclaim(memo.kube, namespace, name, annotations)
     await delete_session_children(
-        memo.kube,
-        memo.metrics,
-        namespace,
-        name,
-        pod=None if finished else status.get("podName"),
-        reason=ReclaimReason.DELETED,
+        memo.kube, memo.metrics, namespace, name, pod=pod, reason=ReclaimReason.DELETED
     )
 
 

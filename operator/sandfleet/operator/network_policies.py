@@ -1,7 +1,9 @@
-"""Pure builders of the sandbox NetworkPolicies: ingress only from the operator, egress by mode.
+"""Pure builders of sandbox NetworkPolicies: ingress from the operator and gateway, egress by mode.
 
 A sandbox runs whatever a model writes, so by default it reaches nothing (egress None);
 `Internet` opens public addresses but never the cluster, the node network or cloud metadata.
+A pool's policy covers all its pods, idle and claimed; a session's policy only adds to it
+(NetworkPolicies are additive), so a claim never switches policies under a live channel.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sandfleet.api import RUNTIME_PORT, Component, EgressMode, Label, PodState
+from sandfleet.api import RUNTIME_PORT, Component, EgressMode, Label
 from sandfleet.api.egress import PRIVATE_IPV4_RANGES, PRIVATE_IPV6_RANGES
 from sandfleet.operator.naming import label_value, network_policy_name, pool_network_policy_name
 from sandfleet.operator.resources import (
@@ -20,17 +22,14 @@ from sandfleet.operator.resources import (
 )
 
 
-def _from_operator(defaults: PlatformDefaults) -> list[dict[str, Any]]:
-    """Ingress rules: the runtime port, from the operator's pods only."""
+def _from_control_plane(defaults: PlatformDefaults) -> list[dict[str, Any]]:
+    """Ingress rules: the runtime port, from the operator's and the gateway's pods only."""
+    namespace = {"matchLabels": {"kubernetes.io/metadata.name": defaults.operator_namespace}}
     return [
         {
             "from": [
-                {
-                    "namespaceSelector": {
-                        "matchLabels": {"kubernetes.io/metadata.name": defaults.operator_namespace}
-                    },
-                    "podSelector": {"matchLabels": dict(defaults.operator_pod_labels)},
-                }
+                {"namespaceSelector": namespace, "podSelector": {"matchLabels": dict(labels)}}
+                for labels in (defaults.operator_pod_labels, defaults.gateway_pod_labels)
             ],
             "ports": [{"protocol": "TCP", "port": RUNTIME_PORT}],
         }
@@ -75,7 +74,7 @@ def _network_policy(
             "podSelector": {"matchLabels": dict(selector)},
             # Both types listed, so an empty egress list means "deny all", not "no opinion".
             "policyTypes": ["Ingress", "Egress"],
-            "ingress": _from_operator(defaults),
+            "ingress": _from_control_plane(defaults),
             "egress": egress,
         },
     }
@@ -97,15 +96,18 @@ def session_network_policy(
 
 
 def pool_network_policy(pool: ObjectRef, defaults: PlatformDefaults) -> dict[str, Any]:
-    """The NetworkPolicy of a pool's idle pods: reachable by the operator, reaching nothing.
+    """The NetworkPolicy of all a pool's pods: reachable by the operator and the gateway,
+    reaching nothing.
 
-    It selects idle pods only: a claimed pod leaves it and falls under its session's policy.
+    It selects idle and claimed pods alike (the pool label stays on a claimed pod): a claim
+    changes no policy, so a pod is never unprotected and an open channel to it never stalls
+    while the node's firewall is rewritten. The session's own policy adds its egress.
     """
     pool_label = {Label.POOL.value: label_value(pool.name)}
     return _network_policy(
         pool,
         name=pool_network_policy_name(pool.name),
-        selector={**pool_label, Label.STATE.value: PodState.IDLE.value},
+        selector=pool_label,
         egress=egress_rules(EgressMode.NONE),
         defaults=defaults,
         labels=pool_label,

@@ -87,7 +87,12 @@ class PlatformDefaults:
     """The sandbox image when a template names none."""
     operator_namespace: str
     operator_pod_labels: Mapping[str, str]
-    """Labels of the operator's own pods: the only pods a sandbox accepts connections from."""
+    """Labels of the operator's own pods: with the gateway's, the only pods a sandbox accepts
+    connections from."""
+    gateway_pod_labels: Mapping[str, str] = dataclasses.field(
+        default_factory=lambda: {"app.kubernetes.io/name": "sandfleet-gateway"}
+    )
+    """Labels of the gateway's pods (in `operator_namespace`, like the operator's)."""
     image_pull_policy: str = "IfNotPresent"
     cpu_request: str = "10m"
     memory_request: str = "64Mi"
@@ -101,9 +106,11 @@ class PlatformDefaults:
     """The runtime shuts down in well under a second; nothing in a sandbox needs longer."""
 
     def __post_init__(self) -> None:
+        # An empty podSelector would let every pod of the operator's namespace in.
         if not self.operator_pod_labels:
-            # An empty podSelector would let every pod of the operator's namespace in.
             raise ValueError("operator_pod_labels must name the operator's pods")
+        if not self.gateway_pod_labels:
+            raise ValueError("gateway_pod_labels must name the gateway's pods")
 
     def default_resources(self) -> dict[str, dict[str, str]]:
         limits = {"memory": self.memory_limit}
@@ -322,6 +329,36 @@ def claim_patch(session: ObjectRef, pod_resource_version: str, now: dt.datetime)
             "ownerReferences": [owner_reference(session)],
         }
     }
+
+
+def gateway_claim_patch(
+    session: str, pod_resource_version: str, now: dt.datetime, replica: str
+) -> dict[str, Any]:
+    """The gateway's merge patch that hands an idle pool pod to the session it will create.
+
+    Conditional on the resourceVersion like `claim_patch`, so the gateway's replicas and the
+    operator never share a pod. The session does not exist yet (it is created after the
+    bind), so there is no uid to own the pod: the pool stays its owner until the operator
+    adopts it, and the labels and annotations say whose it is meanwhile.
+    """
+    return {
+        "metadata": {
+            "resourceVersion": pod_resource_version,
+            "labels": {
+                Label.STATE.value: PodState.CLAIMED.value,
+                Label.SESSION.value: label_value(session),
+            },
+            "annotations": {
+                Annotation.CLAIMED_AT.value: rfc3339(now),
+                Annotation.CLAIMED_BY.value: replica,
+            },
+        }
+    }
+
+
+def adoption_patch(session: ObjectRef) -> dict[str, Any]:
+    """Makes a gateway-claimed pod the session's: it goes with the session from now on."""
+    return {"metadata": {"ownerReferences": [owner_reference(session)]}}
 
 
 def token_secret(

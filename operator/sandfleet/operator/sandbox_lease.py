@@ -1,7 +1,8 @@
 """A session's hold on one started, bound sandbox: claim or create it, wait, bind, report.
 
 `lease_sandbox` is where the Scheduled, RuntimeReady and Ready conditions come from. It
-also picks up a sandbox a previous operator process already set up (status.podName).
+also picks up a sandbox a previous operator process already set up (status.podName), and
+adopts the pod the gateway claimed and bound for a session it created (adoption.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from sandfleet.api import TOKEN_SECRET_KEY, ConditionType, EnvVar, Phase, Reason
 from sandfleet.client import RuntimeClient
 from sandfleet.errors import SandboxLostError
 from sandfleet.logs import get_logger
+from sandfleet.operator.adoption import claimed_pod, pool_of, session_token
 from sandfleet.operator.binding import bind_runtime, runtime_address
 from sandfleet.operator.context import OperatorContext
 from sandfleet.operator.naming import pool_token_secret_name
@@ -94,6 +96,8 @@ class LeaseRequest:
     """The session's phase once the sandbox serves: Ready (raw) or Running (managed)."""
     created: dt.datetime | None
     """The session's creationTimestamp, for the time-to-ready metric."""
+    claimed_pod: str | None = None
+    """The pod the gateway claimed and bound for the session (its claimed-pod annotation)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -117,12 +121,14 @@ async def lease_sandbox(
     session = request.session
     await ctx.pods.synced.wait()
     if status.get("podName"):  # set up (at least partly) by an earlier worker
-        placement = await _earlier_placement(ctx, session, status)
+        placement = await _earlier_placement(ctx, request, status)
         waiter = PodWaiter(ctx.pods, session.namespace, placement.pod_name, known=True)
         if status.phase in {Phase.READY, Phase.RUNNING}:
             pod = await waiter.until(ready_for_binding, timeout_s=30)
             address = runtime_address(_ip(pod))
             return SandboxLease(placement.pod_name, address, placement.token, waiter)
+    elif request.claimed_pod is not None:
+        return await _adopt(ctx, request, status, event, request.claimed_pod)
     else:
         placement = await _place(ctx, request, status)
         waiter = PodWaiter(ctx.pods, session.namespace, placement.pod_name, known=placement.claimed)
@@ -153,26 +159,67 @@ async def lease_sandbox(
 
 
 async def _earlier_placement(
-    ctx: OperatorContext, session: ObjectRef, status: SessionStatus
+    ctx: OperatorContext, request: LeaseRequest, status: SessionStatus
 ) -> _Placement:
-    """The pod and token an earlier worker recorded in the session's status."""
+    """The pod and token an earlier worker recorded in the session's status (a gateway's
+    session has no token Secret: its token is derived again)."""
+    session, pod_name = request.session, status.get("podName")
     secret = status.get("tokenSecretName")
-    token = await read_secret_value(ctx.kube, session.namespace, secret, TOKEN_SECRET_KEY)
+    if request.claimed_pod is not None and not secret:
+        token = session_token(ctx, session, pod_name)
+    else:
+        token = await read_secret_value(ctx.kube, session.namespace, secret, TOKEN_SECRET_KEY)
     pool = status.get("poolName")
-    return _Placement(status.get("podName"), pool, token, claimed=bool(pool))
+    return _Placement(pod_name, pool, token, claimed=bool(pool))
+
+
+async def _adopt(
+    ctx: OperatorContext,
+    request: LeaseRequest,
+    status: SessionStatus,
+    event: EventSink,
+    pod_name: str,
+) -> SandboxLease:
+    """The gateway claimed and bound the pod already: own it, derive the token, and report
+    the session ready in one status write, without binding again."""
+    session = request.session
+    token = session_token(ctx, session, pod_name)
+    pod, _ = await asyncio.gather(
+        claimed_pod(ctx, session, pod_name),
+        # Adds the session's egress (the pool's policy already admits the gateway and the
+        # operator and denies egress), and is reclaimed with the session like any other.
+        ensure_network_policy(ctx, session, request.plan.egress),
+    )
+    waiter = PodWaiter(ctx.pods, session.namespace, pod_name, known=True)
+    pool = pool_of(pod) or request.plan.pool
+    status.set(podName=pod_name, poolName=pool)
+    _report_ready(
+        ctx,
+        status,
+        pod,
+        created=request.created,
+        claimed=True,
+        bound=True,
+        phase=request.ready_phase,
+    )
+    await status.flush()
+    address = runtime_address(_ip(pod))
+    event(False, Reason.RUNTIME_BOUND, f"adopted {pod_name}, claimed by the gateway")
+    log.info("session_adopted", session=f"{session.namespace}/{session.name}", pod=pod_name)
+    return SandboxLease(pod_name, address, token, waiter)
 
 
 async def _place(ctx: OperatorContext, request: LeaseRequest, status: SessionStatus) -> _Placement:
     """The session's token and NetworkPolicy, then a warm pod claimed or a cold one created;
     recorded in the status with the Scheduled condition (Starting)."""
     session, plan = request.session, request.plan
-    (token, secret), _ = await asyncio.gather(
+    # The claim does not wait for the token and policy: the pool's policy already covers
+    # the pod, and the token is needed only at the bind.
+    (token, secret), _, claimed_pod = await asyncio.gather(
         ensure_session_token(ctx, session),
         ensure_network_policy(ctx, session, plan.egress),
+        _claim(ctx, session, plan.pool),
     )
-    claimed_pod = None
-    if plan.pool is not None:
-        claimed_pod = await claim_warm_sandbox(ctx, session, plan.pool)
     pool: str | None
     if claimed_pod is not None:
         pod_name, pool = claimed_pod["metadata"]["name"], plan.pool
@@ -189,6 +236,10 @@ async def _place(ctx: OperatorContext, request: LeaseRequest, status: SessionSta
     status.condition(ConditionType.SCHEDULED, claimed, reason, message)
     await status.flush()
     return _Placement(pod_name, pool, token, claimed=claimed, fresh_claim=claimed)
+
+
+async def _claim(ctx: OperatorContext, session: ObjectRef, pool: str | None) -> Pod | None:
+    return None if pool is None else await claim_warm_sandbox(ctx, session, pool)
 
 
 async def _until_started(

@@ -24,6 +24,7 @@ from sandfleet.api import (
 )
 from sandfleet.kube import resource_path
 from sandfleet.logs import get_logger
+from sandfleet.operator.adoption import claimed_pod_of
 from sandfleet.operator.agent_driver import (
     ResumeImpossibleError,
     drive_agent,
@@ -168,6 +169,7 @@ class SessionWorker:
             files=files,
             ready_phase=Phase.READY if spec.agent is None else Phase.RUNNING,
             created=self._created,
+            claimed_pod=claimed_pod_of(self._body["metadata"].get("annotations")),
         )
         lease = await self._lease(request)
         if isinstance(lease, Ending):

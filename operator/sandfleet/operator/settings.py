@@ -49,6 +49,14 @@ class OperatorSettings(BaseSettings):
     operator_namespace: str = "sandfleet-system"
     """Where the operator's pods run: sandbox NetworkPolicies admit ingress from there only."""
     operator_pod_labels: dict[str, str] = {"app.kubernetes.io/name": "sandfleet-operator"}
+    gateway_pod_labels: dict[str, str] = {"app.kubernetes.io/name": "sandfleet-gateway"}
+    """Labels of the gateway's pods (in `operator_namespace`): sandboxes admit them too."""
+    session_key_file: Path | None = None
+    """The fleet's session key (a mounted Secret, shared with the gateway): the runtime
+    tokens of gateway-claimed sessions derive from it. None: such sessions fail."""
+    orphan_claim_grace_seconds: float = Field(default=60.0, ge=0)
+    """A pod claimed by the gateway whose session still does not exist after this long (the
+    gateway died between claim and create) is deleted by the sweep."""
 
     http_host: str = "0.0.0.0"
     http_port: int = 8080

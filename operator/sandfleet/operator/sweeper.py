@@ -3,25 +3,34 @@
 Owner references let the garbage collector do this eventually; the sweep makes it certain
 and prompt after an operator restart, and covers sessions that finished while no operator
 was running. It runs at start-up and then periodically.
+
+A pod the gateway claimed is still owned by its pool until the operator adopts it; when the
+session it was claimed for never appears (the gateway died between claim and create), the
+sweep deletes it once the claim is older than a grace period.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from typing import Any
 
 from sandfleet.api import (
     API_VERSION,
     MANAGED_BY_VALUE,
     POOL_PLURAL,
+    SESSION_KIND,
     SESSION_PLURAL,
+    Annotation,
     Label,
     Phase,
+    PodState,
     ReclaimReason,
 )
 from sandfleet.kube import KubeClient, resource_path
 from sandfleet.logs import get_logger
 from sandfleet.operator.metrics import OperatorMetrics
+from sandfleet.operator.naming import label_value
 
 log = get_logger(__name__)
 
@@ -48,6 +57,39 @@ def orphans(
     return doomed
 
 
+def orphan_claims(
+    pods: list[dict[str, Any]],
+    sessions: set[tuple[str, str]],
+    now: dt.datetime,
+    grace_s: float,
+) -> list[dict[str, Any]]:
+    """Claimed pods no session owns, whose session (by name) does not exist, claimed more
+    than `grace_s` ago: the gateway claimed them and never created the session. Pure;
+    `sessions` holds (namespace, session label value) and must be listed AFTER the pods.
+
+    The grace keeps the seconds between the gateway's claim and its session create safe;
+    an adopted pod is owned by its session and left to `orphans`.
+    """
+    doomed = []
+    for pod in pods:
+        meta = pod["metadata"]
+        labels = meta.get("labels") or {}
+        if labels.get(Label.STATE) != PodState.CLAIMED:
+            continue
+        if any(o.get("kind") == SESSION_KIND for o in meta.get("ownerReferences") or []):
+            continue
+        if (meta.get("namespace"), labels.get(Label.SESSION)) in sessions:
+            continue
+        claimed_at = (meta.get("annotations") or {}).get(Annotation.CLAIMED_AT)
+        try:
+            age = (now - dt.datetime.fromisoformat(str(claimed_at))).total_seconds()
+        except (TypeError, ValueError):
+            age = grace_s + 1  # no (readable) claim time: not the gateway's fresh claim
+        if age > grace_s:
+            doomed.append(pod)
+    return doomed
+
+
 async def _list(kube: KubeClient, api: str, plural: str, ns: str | None, **kw: Any) -> list[Any]:
     items: list[dict[str, Any]] = await kube.list(resource_path(api, plural, ns), **kw)
     kind = {"pods": "Pod", "secrets": "Secret", "networkpolicies": "NetworkPolicy"}.get(plural)
@@ -56,7 +98,14 @@ async def _list(kube: KubeClient, api: str, plural: str, ns: str | None, **kw: A
     return items
 
 
-async def sweep_once(kube: KubeClient, metrics: OperatorMetrics, namespaces: list[str]) -> int:
+async def sweep_once(
+    kube: KubeClient,
+    metrics: OperatorMetrics,
+    namespaces: list[str],
+    *,
+    claim_grace_s: float = 60.0,
+    now: dt.datetime | None = None,
+) -> int:
     scopes: list[str | None] = list(namespaces) or [None]
     objects: list[dict[str, Any]] = []
     for scope in scopes:
@@ -64,14 +113,20 @@ async def sweep_once(kube: KubeClient, metrics: OperatorMetrics, namespaces: lis
             objects += await _list(kube, api, plural, scope, label_selector=_SELECTOR)
     live: set[str] = set()
     finished: set[str] = set()
+    names: set[tuple[str, str]] = set()
     for scope in scopes:
         for session in await _list(kube, API_VERSION, SESSION_PLURAL, scope):
-            live.add(session["metadata"]["uid"])
+            meta = session["metadata"]
+            live.add(meta["uid"])
+            names.add((meta["namespace"], label_value(meta["name"])))
             if (session.get("status") or {}).get("phase") in _FINISHED:
                 finished.add(session["metadata"]["uid"])
         for pool in await _list(kube, API_VERSION, POOL_PLURAL, scope):
             live.add(pool["metadata"]["uid"])
     doomed = orphans(objects, live, finished)
+    gone = {id(o) for o in doomed}
+    pods = [o for o in objects if o.get("kind") == "Pod" and id(o) not in gone]
+    doomed += orphan_claims(pods, names, now or dt.datetime.now(dt.UTC), claim_grace_s)
     for obj in doomed:
         meta = obj["metadata"]
         api, plural = next((a, p) for a, p in _KINDS if _kind_of(p) == obj["kind"])
@@ -90,11 +145,16 @@ def _kind_of(plural: str) -> str:
 
 
 async def sweep_forever(
-    kube: KubeClient, metrics: OperatorMetrics, namespaces: list[str], interval_s: float
+    kube: KubeClient,
+    metrics: OperatorMetrics,
+    namespaces: list[str],
+    interval_s: float,
+    *,
+    claim_grace_s: float = 60.0,
 ) -> None:
     while True:
         try:
-            count = await sweep_once(kube, metrics, namespaces)
+            count = await sweep_once(kube, metrics, namespaces, claim_grace_s=claim_grace_s)
             log.info("orphan_sweep_finished", deleted=count)
         except asyncio.CancelledError:
             raise

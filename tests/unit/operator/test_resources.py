@@ -25,7 +25,9 @@ from sandfleet.operator.resources import (
     ObjectRef,
     PlatformDefaults,
     ResolvedPod,
+    adoption_patch,
     claim_patch,
+    gateway_claim_patch,
     owner_reference,
     pool_pod,
     pool_token_secret,
@@ -315,6 +317,32 @@ def test_a_claim_patch_is_conditional_on_the_resource_version_and_moves_ownershi
     }
 
 
+def test_the_gateways_claim_patch_is_conditional_and_leaves_ownership_to_the_adoption() -> None:
+    now = dt.datetime(2026, 11, 22, 10, 0, 0, tzinfo=dt.UTC)
+
+    patch = gateway_claim_patch(LONG_NAME, "4711", now, "gateway-7d9-x")
+
+    assert patch == {
+        "metadata": {
+            "resourceVersion": "4711",
+            "labels": {
+                "sandfleet.dev/state": "claimed",
+                "sandfleet.dev/session": label_value(LONG_NAME),
+            },
+            "annotations": {
+                "sandfleet.dev/claimed-at": "2026-11-22T10:00:00Z",
+                "sandfleet.dev/claimed-by": "gateway-7d9-x",
+            },
+        }
+    }
+    assert "ownerReferences" not in patch["metadata"]  # the session has no uid yet
+
+
+def test_an_adoption_makes_the_session_the_pods_only_controlling_owner() -> None:
+    assert adoption_patch(SESSION) == {"metadata": {"ownerReferences": [owner_reference(SESSION)]}}
+    assert owner_reference(SESSION)["controller"] is True
+
+
 # --- token Secrets -------------------------------------------------------------------------
 
 
@@ -346,24 +374,45 @@ def test_session_and_pool_token_secrets_are_named_and_labelled_after_their_owner
 # --- NetworkPolicies -----------------------------------------------------------------------
 
 
-def test_only_the_operators_pods_may_connect_and_only_to_the_runtime_port() -> None:
+def test_only_the_operators_and_gateways_pods_may_connect_and_only_to_the_runtime_port() -> None:
     policy = session_network_policy(SESSION, EgressMode.NONE, DEFAULTS)
+    system = {"matchLabels": {"kubernetes.io/metadata.name": "sandfleet-system"}}
 
     assert policy["spec"]["ingress"] == [
         {
             "from": [
                 {
-                    "namespaceSelector": {
-                        "matchLabels": {"kubernetes.io/metadata.name": "sandfleet-system"}
-                    },
+                    "namespaceSelector": system,
                     "podSelector": {
                         "matchLabels": {"app.kubernetes.io/name": "sandfleet-operator"}
                     },
-                }
+                },
+                {
+                    "namespaceSelector": system,
+                    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "sandfleet-gateway"}},
+                },
             ],
             "ports": [{"protocol": "TCP", "port": 50051}],
         }
     ]
+
+
+def test_the_gateways_pod_labels_come_from_the_platform_defaults() -> None:
+    defaults = PlatformDefaults(
+        image="i",
+        operator_namespace="sys",
+        operator_pod_labels={"app": "op"},
+        gateway_pod_labels={"app": "gw", "tier": "edge"},
+    )
+
+    (rule,) = pool_network_policy(POOL, defaults)["spec"]["ingress"]
+    selectors = [peer["podSelector"]["matchLabels"] for peer in rule["from"]]
+    namespaces = {
+        peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+        for peer in rule["from"]
+    }
+    assert selectors == [{"app": "op"}, {"app": "gw", "tier": "edge"}]
+    assert namespaces == {"sys"}
 
 
 def test_egress_none_denies_everything_including_dns() -> None:
@@ -439,14 +488,21 @@ def test_a_sessions_policy_selects_exactly_the_label_its_pod_and_claimed_pods_ca
     assert policy["metadata"]["ownerReferences"] == [owner_reference(session)]
 
 
-def test_a_pools_policy_covers_only_idle_pods_and_lets_nothing_out() -> None:
+def test_a_pools_policy_covers_idle_and_claimed_pods_alike_and_lets_nothing_out() -> None:
     policy = pool_network_policy(POOL, DEFAULTS)
     idle = pool_pod(POOL, resolve_pod_template(None, DEFAULTS), "swe-pool-token", DEFAULTS)
+    claimed_labels = {
+        **idle["metadata"]["labels"],
+        **gateway_claim_patch("s", "1", dt.datetime.now(dt.UTC), "gw-0")["metadata"]["labels"],
+    }
 
     selector = policy["spec"]["podSelector"]["matchLabels"]
     assert policy["metadata"]["name"] == "swe-pool"
-    assert selector == {"sandfleet.dev/pool": "swe", "sandfleet.dev/state": "idle"}
+    assert selector == {"sandfleet.dev/pool": "swe"}
     assert selector.items() <= idle["metadata"]["labels"].items()
+    # A claim keeps the pool label, so the claimed pod never leaves the pool's policy.
+    assert claimed_labels["sandfleet.dev/state"] == "claimed"
+    assert selector.items() <= claimed_labels.items()
     assert policy["spec"]["egress"] == []
     assert (
         policy["spec"]["ingress"]
@@ -466,6 +522,8 @@ def test_every_built_object_is_plain_json_and_yaml() -> None:
         session_network_policy(SESSION, EgressMode.INTERNET, DEFAULTS),
         pool_network_policy(POOL, DEFAULTS),
         claim_patch(SESSION, "1", dt.datetime.now(dt.UTC)),
+        gateway_claim_patch("s", "1", dt.datetime.now(dt.UTC), "gw"),
+        adoption_patch(SESSION),
     ]
 
     for body in built:
@@ -499,3 +557,10 @@ def test_platform_defaults_refuse_an_empty_operator_selector() -> None:
     # An empty podSelector would admit every pod of the operator's namespace.
     with pytest.raises(ValueError, match="operator"):
         PlatformDefaults(image="i", operator_namespace="o", operator_pod_labels={})
+
+
+def test_platform_defaults_refuse_an_empty_gateway_selector() -> None:
+    with pytest.raises(ValueError, match="gateway"):
+        PlatformDefaults(
+            image="i", operator_namespace="o", operator_pod_labels={"a": "b"}, gateway_pod_labels={}
+        )

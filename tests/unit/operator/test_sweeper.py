@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
+import datetime as dt
 from collections.abc import Callable
 from typing import Any, cast
 
 from sandfleet.api import MANAGED_BY_VALUE, Label, Phase, ReclaimReason
 from sandfleet.kube import KubeClient
 from sandfleet.operator.metrics import OperatorMetrics
-from sandfleet.operator.sweeper import orphans, sweep_once
+from sandfleet.operator.sweeper import orphan_claims, orphans, sweep_once
 
 NS = "team-a"
 PODS = f"/api/v1/namespaces/{NS}/pods"
@@ -217,3 +218,64 @@ async def test_a_sweep_of_all_namespaces_lists_cluster_wide() -> None:
         "/apis/sandfleet.dev/v1alpha1/sandboxpools",
     }
     assert kube.deletes == [(f"{PODS}/stray", 0)]
+
+
+# --- orphan claims (pure) ------------------------------------------------------------------
+NOW = dt.datetime(2026, 11, 25, 4, 0, 0, tzinfo=dt.UTC)
+
+
+def claimed(name: str, session: str, age_s: float | None, *owners: Obj) -> Obj:
+    """A pool pod claimed for `session` (by the gateway when `owners` holds no session)."""
+    pod = made("Pod", name)
+    pod["metadata"]["labels"].update({Label.STATE: "claimed", Label.SESSION: session})
+    pod["metadata"]["ownerReferences"] = list(owners) or [{"kind": "SandboxPool", "uid": "p"}]
+    if age_s is not None:
+        at = (NOW - dt.timedelta(seconds=age_s)).isoformat().replace("+00:00", "Z")
+        pod["metadata"]["annotations"] = {"sandfleet.dev/claimed-at": at}
+    return pod
+
+
+def doomed_claims(pods: list[Obj], sessions: set[tuple[str, str]]) -> set[str]:
+    return {p["metadata"]["name"] for p in orphan_claims(pods, sessions, NOW, 60.0)}
+
+
+def test_a_claim_whose_session_never_appeared_is_swept_after_the_grace_period() -> None:
+    assert doomed_claims([claimed("p1", "s1", 61)], set()) == {"p1"}
+
+
+def test_a_fresh_claim_is_kept_while_the_gateway_may_still_create_its_session() -> None:
+    assert doomed_claims([claimed("p1", "s1", 5)], set()) == set()
+
+
+def test_a_claim_whose_session_exists_is_kept_however_old() -> None:
+    assert doomed_claims([claimed("p1", "s1", 3600)], {(NS, "s1")}) == set()
+
+
+def test_a_session_of_that_name_in_another_namespace_does_not_keep_a_claim() -> None:
+    assert doomed_claims([claimed("p1", "s1", 3600)], {("other", "s1")}) == {"p1"}
+
+
+def test_adopted_and_idle_pods_are_not_the_claim_sweeps_business() -> None:
+    adopted = claimed("p1", "s1", 3600, {"kind": "SandboxSession", "uid": "gone"})
+    idle = made("Pod", "p2", "pool-uid")
+    idle["metadata"]["labels"][Label.STATE] = "idle"
+
+    assert doomed_claims([adopted, idle], set()) == set()
+
+
+def test_a_claim_without_a_readable_claim_time_counts_as_old() -> None:
+    assert doomed_claims([claimed("p1", "s1", None)], set()) == {"p1"}
+
+
+async def test_a_sweep_deletes_a_stale_gateway_claim_but_keeps_a_fresh_one() -> None:
+    kube = RecordingKube(
+        {
+            PODS: [claimed("old", "gone", 120), claimed("new", "coming", 1)],
+            POOLS: [owner("warm", "p")],
+        }
+    )
+
+    deleted = await sweep_once(cast(KubeClient, kube), OperatorMetrics(), [NS], now=NOW)
+
+    assert deleted == 1
+    assert kube.deletes == [(f"{PODS}/old", 0)]

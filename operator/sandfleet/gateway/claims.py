@@ -1,0 +1,385 @@
+"""The claim path: warm pool pods claimed and bound by the gateway itself, cold sessions otherwise.
+
+A warm claim is one conditional pod patch (labels state=claimed, session=<name>), a
+BindSession over the channel IdlePods already holds open, the input files, and one
+SandboxSession create (finalizer and claimed-pod annotation set, so the operator adopts the
+pod without binding again). The session's token derives from the fleet's session key.
+A pool without idle pods, or a template, gets a cold session the operator starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import posixpath
+import random
+import secrets
+import string
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from sandfleet.api import (
+    DEFAULT_WORKDIR,
+    FINALIZER,
+    Annotation,
+    PodTemplate,
+    Reason,
+    derive_session_token,
+)
+from sandfleet.client import RuntimeClient
+from sandfleet.cluster.manifests import ManifestError, raw_session_spec, session_body
+from sandfleet.cluster.sessions import SessionClient, SessionGoneError, SessionWaitTimeoutError
+from sandfleet.cluster.status import SessionState
+from sandfleet.errors import SandfleetError
+from sandfleet.gateway.claim_types import Claimed, ClaimFailed, ClaimFailure, ClaimSpec
+from sandfleet.gateway.idle_pods import IdlePods, runtime_address
+from sandfleet.kube import (
+    ConflictError,
+    InvalidError,
+    KubeClient,
+    NotFoundError,
+    resource_path,
+)
+from sandfleet.logs import get_logger
+from sandfleet.operator.plans import PlanError, pool_pod_template, read_pool, read_template
+from sandfleet.operator.pod_index import Pod, pod_ip
+from sandfleet.operator.resources import gateway_claim_patch
+
+log = get_logger(__name__)
+
+CALLER_ANNOTATION = "sandfleet.dev/claimed-for"
+"""The Kubernetes user a gateway session was claimed for (usernames do not fit labels)."""
+_SUFFIX_CHARS = string.ascii_lowercase + string.digits
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClaimSettings:
+    namespaces: tuple[str, ...]
+    """Namespaces whose pools the gateway claims from; empty: all."""
+    session_key: bytes
+    """The fleet's session key (shared with the operator): session tokens derive from it."""
+    replica: str
+    """This gateway replica's name (claimed-by annotations)."""
+    default_timeout_s: float = 120.0
+    """How long a cold start may take when the request names no timeout."""
+    lookup_cache_s: float = 5.0
+    """How long a pool's or template's existence (and workdir) is remembered."""
+    rpc_timeout_s: float = 10.0
+    """Deadline of each runtime call on the claim path (warm-up, bind, one file)."""
+
+
+def session_name(generate_name: str) -> str:
+    """A new session name: the prefix and five random characters (as the API server would)."""
+    return f"{generate_name or 'sbx-'}{''.join(secrets.choice(_SUFFIX_CHARS) for _ in range(5))}"
+
+
+def sandbox_path(path: str, workdir: str) -> str:
+    """A caller's file path in the sandbox: relative paths start at the working directory."""
+    return path if path.startswith("/") else posixpath.join(workdir, path)
+
+
+class Claimer:
+    """Hands out sandboxes: warm claims from the idle pods, cold sessions for the rest."""
+
+    def __init__(self, kube: KubeClient, settings: ClaimSettings) -> None:
+        self._kube = kube
+        self._settings = settings
+        self.idle = IdlePods(kube, settings.namespaces, rpc_timeout_s=settings.rpc_timeout_s)
+        self._lookups: dict[tuple[str, str, str], tuple[float, str]] = {}
+
+    async def start(self) -> None:
+        await self.idle.start()
+        log.info("claimer_started", replica=self._settings.replica)
+
+    async def stop(self) -> None:
+        await self.idle.stop()
+
+    # --- claim -----------------------------------------------------------------------------
+    async def claim(self, spec: ClaimSpec) -> list[Claimed]:
+        """`spec.count` Ready sessions, or none: on any failure the ones made are released."""
+        if spec.count < 1:
+            raise ClaimFailed(ClaimFailure.INVALID, f"count must be at least 1, not {spec.count}")
+        if spec.pool and spec.template:
+            raise ClaimFailed(ClaimFailure.INVALID, "name a pool or a template, not both")
+        workdir = await self._workdir(spec)
+        results = await asyncio.gather(
+            *(self._claim_one(spec, workdir) for _ in range(spec.count)), return_exceptions=True
+        )
+        claimed = [r for r in results if isinstance(r, Claimed)]
+        failures = [r for r in results if isinstance(r, BaseException)]
+        if failures:
+            await self.release(spec.namespace, [c.name for c in claimed])
+            failure = failures[0]
+            if isinstance(failure, ClaimFailed):
+                raise failure
+            raise ClaimFailed(ClaimFailure.UNAVAILABLE, f"claim failed: {failure}") from failure
+        return claimed
+
+    async def _claim_one(self, spec: ClaimSpec, workdir: str) -> Claimed:
+        if spec.pool:
+            claimed = await self._claim_warm(spec, spec.pool, workdir)
+            if claimed is not None:
+                return claimed
+        return await self._start_cold(spec, workdir)
+
+    async def _claim_warm(self, spec: ClaimSpec, pool: str, workdir: str) -> Claimed | None:
+        """A warm pod of `pool` claimed, bound and given its session; None when none is left."""
+        started = time.perf_counter()
+        name = session_name(spec.generate_name)
+        candidates = self.idle.candidates(spec.namespace, pool)
+        random.shuffle(candidates)  # replicas starting from one list would all race
+        for pod in candidates:
+            pod_name = pod["metadata"]["name"]
+            client = self.idle.take(spec.namespace, pod_name)
+            if client is None:
+                continue  # another claim of this process took it meanwhile
+            try:
+                if not await self._patch_claim(spec.namespace, pod, name):
+                    continue
+                token = derive_session_token(
+                    self._settings.session_key, spec.namespace, name, pod_name
+                )
+                try:
+                    await self._bind(client, spec, name, token, workdir)
+                    await self._create_session(spec, name, pod_name, pool)
+                except BaseException:
+                    # The pod may hold the caller's files and a half-made binding: never
+                    # hand it out again (the pool refills).
+                    await self._delete_pod(spec.namespace, pod_name)
+                    raise
+            finally:
+                await client.close()
+            ip = pod_ip(pod)
+            assert ip is not None  # claimable pods have an address
+            log.info(
+                "warm_claim",
+                session=f"{spec.namespace}/{name}",
+                pod=pod_name,
+                seconds=round(time.perf_counter() - started, 4),
+            )
+            return Claimed(
+                spec.namespace, name, token, pod_name, runtime_address(ip), True, workdir
+            )
+        return None
+
+    async def _patch_claim(self, namespace: str, pod: Pod, session: str) -> bool:
+        """The conditional claim patch; False when the pod changed (someone else's claim)."""
+        meta = pod["metadata"]
+        patch = gateway_claim_patch(
+            session, meta["resourceVersion"], dt.datetime.now(dt.UTC), self._settings.replica
+        )
+        try:
+            patched = await self._kube.patch(
+                resource_path("v1", "pods", namespace, meta["name"]), patch
+            )
+        except (ConflictError, NotFoundError):
+            log.info("warm_claim_lost", pod=f"{namespace}/{meta['name']}")
+            return False
+        self.idle.index.apply("MODIFIED", patched)
+        return True
+
+    async def _bind(
+        self, client: RuntimeClient, spec: ClaimSpec, name: str, token: str, workdir: str
+    ) -> None:
+        await client.bind_session(token, dict(spec.env), f"{spec.namespace}/{name}")
+        for path, content, mode in spec.files:
+            await client.upload(content, sandbox_path(path, workdir), mode=mode)
+
+    async def _create_session(self, spec: ClaimSpec, name: str, pod: str, pool: str) -> None:
+        body = self._session_body(spec, pool=pool, template=None)
+        body["metadata"] = {
+            "name": name,
+            "namespace": spec.namespace,
+            # Set here so kopf need not add it with a patch of its own.
+            "finalizers": [FINALIZER],
+            "annotations": {
+                Annotation.CLAIMED_POD.value: pod,
+                Annotation.CLAIMED_BY.value: self._settings.replica,
+                CALLER_ANNOTATION: spec.caller,
+            },
+        }
+        try:
+            await SessionClient(self._kube, spec.namespace).create(body)
+        except InvalidError as exc:
+            raise ClaimFailed(ClaimFailure.INVALID, f"invalid session: {exc}") from exc
+
+    def _session_body(
+        self, spec: ClaimSpec, *, pool: str | None, template: str | None
+    ) -> dict[str, Any]:
+        try:
+            session_spec = raw_session_spec(
+                template=template,
+                pool=pool,
+                env=spec.env,
+                lifecycle=spec.lifecycle,
+                egress=spec.egress,
+            )
+        except ManifestError as exc:
+            raise ClaimFailed(ClaimFailure.INVALID, str(exc)) from exc
+        return session_body(session_spec, generate_name=spec.generate_name or "sbx-")
+
+    async def _delete_pod(self, namespace: str, pod: str) -> None:
+        try:
+            await self._kube.delete(resource_path("v1", "pods", namespace, pod), grace_period_s=0)
+        except SandfleetError as exc:  # the orphan-claim sweep gets it later
+            log.warning("claimed_pod_delete_failed", pod=f"{namespace}/{pod}", error=str(exc))
+
+    # --- cold ------------------------------------------------------------------------------
+    async def _start_cold(self, spec: ClaimSpec, workdir: str) -> Claimed:
+        """A session the operator starts (a template, or a pool without idle pods)."""
+        sessions = SessionClient(self._kube, spec.namespace)
+        body = self._session_body(spec, pool=spec.pool, template=spec.template)
+        body["metadata"]["finalizers"] = [FINALIZER]
+        body["metadata"]["annotations"] = {
+            Annotation.CLAIMED_BY.value: self._settings.replica,
+            CALLER_ANNOTATION: spec.caller,
+        }
+        try:
+            created = await sessions.create(body)
+        except InvalidError as exc:
+            raise ClaimFailed(ClaimFailure.INVALID, f"invalid session: {exc}") from exc
+        try:
+            timeout = spec.timeout_s if spec.timeout_s > 0 else self._settings.default_timeout_s
+            claimed = await self._until_ready(sessions, created, timeout)
+            if spec.files:
+                client = RuntimeClient(claimed.address, claimed.token)
+                try:
+                    for path, content, mode in spec.files:
+                        await client.upload(content, sandbox_path(path, workdir), mode=mode)
+                finally:
+                    await client.close()
+        except BaseException:
+            await sessions.delete(created.name)
+            raise
+        log.info("cold_claim", session=created.reference, pod=claimed.pod)
+        return dataclasses.replace(claimed, working_dir=workdir)
+
+    async def _until_ready(
+        self, sessions: SessionClient, since: SessionState, timeout_s: float
+    ) -> Claimed:
+        name = since.name
+        try:
+            state = await sessions.wait_until(
+                name, lambda s: s.ready or s.finished, timeout_s, since=since
+            )
+        except SessionWaitTimeoutError as exc:
+            raise ClaimFailed(ClaimFailure.UNAVAILABLE, str(exc)) from exc
+        except SessionGoneError as exc:
+            raise ClaimFailed(ClaimFailure.UNAVAILABLE, str(exc)) from exc
+        if not state.ready or state.pod_ip is None or state.pod_name is None:
+            raise ClaimFailed(ClaimFailure.UNAVAILABLE, f"the session ended: {state.summary()}")
+        token = await self._token(sessions, state, None)
+        return Claimed(
+            state.namespace,
+            name,
+            token,
+            state.pod_name,
+            runtime_address(state.pod_ip),
+            False,
+            DEFAULT_WORKDIR,
+        )
+
+    async def _token(
+        self, sessions: SessionClient, state: SessionState, claimed_pod: str | None
+    ) -> str:
+        """A gateway-claimed session's token is derived; any other's is in its Secret."""
+        if claimed_pod:
+            key = self._settings.session_key
+            return derive_session_token(key, state.namespace, state.name, claimed_pod)
+        if not state.token_secret_name:
+            raise ClaimFailed(ClaimFailure.UNAVAILABLE, f"{state.reference} has no token Secret")
+        return await sessions.runtime_token(state.token_secret_name)
+
+    # --- connect / release ---------------------------------------------------------------
+    async def connect(self, namespace: str, name: str, timeout_s: float) -> Claimed:
+        """An existing session once Ready: its runtime's address and token."""
+        sessions = SessionClient(self._kube, namespace)
+        try:
+            body = await self._kube.get(sessions.path(name))
+        except NotFoundError as exc:
+            raise ClaimFailed(
+                ClaimFailure.NOT_FOUND, f"no SandboxSession {namespace}/{name}"
+            ) from exc
+        annotations = body["metadata"].get("annotations") or {}
+        claimed_pod = annotations.get(Annotation.CLAIMED_POD)
+        state = SessionState.from_object(body)
+        if not state.ready:
+            timeout = timeout_s if timeout_s > 0 else self._settings.default_timeout_s
+            try:
+                state = await sessions.wait_until(
+                    name, lambda s: s.ready or s.finished, timeout, since=state
+                )
+            except (SessionWaitTimeoutError, SessionGoneError) as exc:
+                raise ClaimFailed(ClaimFailure.UNAVAILABLE, str(exc)) from exc
+        if not state.ready or state.pod_ip is None or state.pod_name is None:
+            raise ClaimFailed(ClaimFailure.UNAVAILABLE, f"not serving: {state.summary()}")
+        token = await self._token(sessions, state, claimed_pod)
+        return Claimed(
+            namespace,
+            name,
+            token,
+            state.pod_name,
+            runtime_address(state.pod_ip),
+            bool(claimed_pod),
+            await self._session_workdir(namespace, body),
+        )
+
+    async def release(self, namespace: str, names: Sequence[str]) -> int:
+        """Delete the sessions (the operator reclaims their pods); returns how many existed."""
+        sessions = SessionClient(self._kube, namespace)
+
+        async def delete(name: str) -> int:
+            try:
+                await self._kube.delete(sessions.path(name), missing_ok=False)
+            except NotFoundError:
+                return 0
+            return 1
+
+        return sum(await asyncio.gather(*(delete(n) for n in names)))
+
+    # --- pools and templates -------------------------------------------------------------
+    async def _workdir(self, spec: ClaimSpec) -> str:
+        """The working directory of the spec's pool or template; NOT_FOUND if it is missing."""
+        if spec.pool:
+            return await self._lookup(spec.namespace, "pool", spec.pool)
+        if spec.template:
+            return await self._lookup(spec.namespace, "template", spec.template)
+        return DEFAULT_WORKDIR
+
+    async def _session_workdir(self, namespace: str, body: dict[str, Any]) -> str:
+        spec = body.get("spec") or {}
+        for kind, field in (("pool", "poolRef"), ("template", "templateRef")):
+            ref = spec.get(field) or {}
+            if ref.get("name"):
+                try:
+                    return await self._lookup(namespace, kind, ref["name"])
+                except ClaimFailed:
+                    return DEFAULT_WORKDIR
+        inline = spec.get("template") or {}
+        return str(inline.get("workdir") or DEFAULT_WORKDIR)
+
+    async def _lookup(self, namespace: str, kind: str, name: str) -> str:
+        """A pool's or template's workdir, checked to exist at most every few seconds."""
+        key = (namespace, kind, name)
+        cached = self._lookups.get(key)
+        if cached is not None and time.monotonic() - cached[0] < self._settings.lookup_cache_s:
+            return cached[1]
+        workdir = await self._read_workdir(namespace, kind, name)
+        self._lookups[key] = (time.monotonic(), workdir)
+        return workdir
+
+    async def _read_workdir(self, namespace: str, kind: str, name: str) -> str:
+        try:
+            if kind == "pool":
+                pod, _ = await pool_pod_template(
+                    self._kube, namespace, await read_pool(self._kube, namespace, name)
+                )
+            else:
+                pod = (await read_template(self._kube, namespace, name)).pod
+        except PlanError as exc:
+            missing = exc.reason in {Reason.POOL_NOT_FOUND, Reason.TEMPLATE_NOT_FOUND}
+            failure = ClaimFailure.NOT_FOUND if missing else ClaimFailure.INVALID
+            raise ClaimFailed(failure, str(exc)) from exc
+        return (pod or PodTemplate()).workdir
