@@ -13,9 +13,10 @@ import sys
 
 from pydantic import ValidationError
 
+from sandfleet.api.session_tokens import read_session_key
 from sandfleet.errors import SandfleetError
 from sandfleet.gateway.server import Claimer, GatewayServer
-from sandfleet.gateway.settings import GatewaySettings, read_session_key
+from sandfleet.gateway.settings import GatewaySettings
 from sandfleet.kube import KubeClient, KubeConfig, KubeConfigError
 from sandfleet.logs import configure_logging, get_logger
 

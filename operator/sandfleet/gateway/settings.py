@@ -11,7 +11,6 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sandfleet.api import GATEWAY_PORT
-from sandfleet.api.session_tokens import MIN_KEY_BYTES
 
 
 def _default_replica() -> str:
@@ -87,18 +86,3 @@ class GatewaySettings(BaseSettings):
     @property
     def tls(self) -> bool:
         return self.tls_cert_file is not None and self.tls_key_file is not None
-
-
-def read_session_key(path: Path) -> bytes:
-    """The session key's bytes, read exactly as the operator reads the same file: a trailing
-    newline is not part of it (files written by hand often end with one). ValueError when
-    unusable."""
-    try:
-        key = path.read_bytes().rstrip(b"\r\n")
-    except OSError as error:
-        raise ValueError(f"cannot read the session key file {path}: {error.strerror}") from error
-    if len(key) < MIN_KEY_BYTES:
-        raise ValueError(
-            f"the session key in {path} is too short ({len(key)} bytes, want {MIN_KEY_BYTES}+)"
-        )
-    return key

@@ -15,9 +15,9 @@ from typing import Any
 
 import kopf
 
+from sandfleet.api.session_tokens import read_session_key
 from sandfleet.kube import KubeClient, KubeConfig
 from sandfleet.logs import configure_logging, get_logger
-from sandfleet.operator.adoption import read_session_key
 from sandfleet.operator.context import OperatorContext
 from sandfleet.operator.http_api import build_http_app, serve_http
 from sandfleet.operator.metrics import OperatorMetrics
@@ -57,7 +57,9 @@ def build_context(settings: OperatorSettings, kube: KubeClient) -> OperatorConte
         store=store,
         defaults=platform_defaults(settings),
         events=post_event,
-        session_key=read_session_key(settings.session_key_file),
+        session_key=(
+            read_session_key(settings.session_key_file) if settings.session_key_file else None
+        ),
     )
     ctx.background += [
         lambda: feed_pod_index(kube, ctx.pods, settings.namespaces),

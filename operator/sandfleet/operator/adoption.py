@@ -9,7 +9,6 @@ makes the session its owner and derives the runtime token the gateway bound (no 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from sandfleet.api import (
@@ -20,7 +19,6 @@ from sandfleet.api import (
     Reason,
     derive_session_token,
 )
-from sandfleet.api.session_tokens import MIN_KEY_BYTES
 from sandfleet.kube import KubeClient, NotFoundError, resource_path
 from sandfleet.logs import get_logger
 from sandfleet.operator.context import OperatorContext
@@ -30,17 +28,6 @@ from sandfleet.operator.pod_index import Pod
 from sandfleet.operator.resources import ObjectRef, adoption_patch
 
 log = get_logger(__name__)
-
-
-def read_session_key(path: Path | None) -> bytes | None:
-    """The session key from its file (a mounted Secret); a trailing newline is not part of
-    it (files written by hand or `kubectl create secret --from-file` often end with one)."""
-    if path is None:
-        return None
-    key = path.read_bytes().rstrip(b"\r\n")
-    if len(key) < MIN_KEY_BYTES:
-        raise ValueError(f"the session key in {path} must hold at least {MIN_KEY_BYTES} bytes")
-    return key
 
 
 def claimed_pod_of(annotations: Mapping[str, str] | None) -> str | None:

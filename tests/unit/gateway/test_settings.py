@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from sandfleet.api import GATEWAY_PORT
+from sandfleet.api.session_tokens import read_session_key
 from sandfleet.gateway.__main__ import EXIT_BAD_SETTINGS, main
-from sandfleet.gateway.settings import GatewaySettings, read_session_key
+from sandfleet.gateway.settings import GatewaySettings
 
 
 @pytest.fixture(autouse=True)

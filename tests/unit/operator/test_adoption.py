@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +10,6 @@ from sandfleet.operator.adoption import (
     adoption_problem,
     claimed_pod_of,
     pool_of,
-    read_session_key,
 )
 from sandfleet.operator.naming import label_value
 
@@ -72,19 +70,3 @@ def test_the_pool_is_the_pods_pool_owner() -> None:
         pool_of({"metadata": {"ownerReferences": [{"kind": "SandboxSession", "name": "x"}]}})
         is None
     )
-
-
-def test_the_session_key_file_loses_its_trailing_newline_only(tmp_path: Path) -> None:
-    path = tmp_path / "key"
-    path.write_bytes(b" k" * 20 + b"\n")
-
-    assert read_session_key(path) == b" k" * 20
-    assert read_session_key(None) is None
-
-
-def test_a_short_session_key_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "key"
-    path.write_bytes(b"short\n")
-
-    with pytest.raises(ValueError, match="at least 32 bytes"):
-        read_session_key(path)

@@ -145,6 +145,8 @@ def test_the_operator_image_runs_its_console_script_as_a_non_root_user_without_p
     (entrypoint,) = final.arguments("ENTRYPOINT")
     assert json.loads(entrypoint) == ["/opt/sandfleet/bin/sandfleet-operator"]
     assert final.arguments("USER") == ["65532:65532"]
-    assert final.arguments("EXPOSE") == ["8080 8081"]
+    assert final.arguments("EXPOSE") == [
+        "8080 8081 50052 9090"
+    ]  # + the gateway's gRPC and HTTP ports
     assert _copied_from_context(final) == set()  # only the built venv, from the build stage
     assert any("pip uninstall" in run for run in final.arguments("RUN"))
