@@ -7,7 +7,6 @@ Bad settings end the process at once with one line on stderr and exit status 2; 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import signal
 import sys
 
@@ -15,7 +14,8 @@ from pydantic import ValidationError
 
 from sandfleet.api.session_tokens import read_session_key
 from sandfleet.errors import SandfleetError
-from sandfleet.gateway.server import Claimer, GatewayServer
+from sandfleet.gateway.claims import Claimer, ClaimSettings
+from sandfleet.gateway.server import GatewayServer
 from sandfleet.gateway.settings import GatewaySettings
 from sandfleet.kube import KubeClient, KubeConfig, KubeConfigError
 from sandfleet.logs import configure_logging, get_logger
@@ -43,22 +43,14 @@ def settings_problem(error: ValidationError) -> str:
 
 
 def build_claimer(kube: KubeClient, settings: GatewaySettings, session_key: bytes) -> Claimer:
-    """sandfleet.gateway.claims.Claimer for these settings (imported here: the claim path
-    is its own module, and this names its absence clearly)."""
-    try:
-        claims = importlib.import_module("sandfleet.gateway.claims")
-    except ImportError as error:
-        raise SettingsProblem(
-            f"this sandfleet has no gateway claim path (sandfleet.gateway.claims): {error}"
-        ) from error
-    claim_settings = claims.ClaimSettings(
+    """The claim path for these settings."""
+    claim_settings = ClaimSettings(
         namespaces=tuple(settings.namespaces),
         session_key=session_key,
         replica=settings.replica,
         default_timeout_s=settings.cold_start_timeout_seconds,
     )
-    claimer: Claimer = claims.Claimer(kube, claim_settings)
-    return claimer
+    return Claimer(kube, claim_settings)
 
 
 async def run_gateway(settings: GatewaySettings, session_key: bytes) -> None:
