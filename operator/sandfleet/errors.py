@@ -41,6 +41,10 @@ class GatewayError(SandfleetError):
         """The gRPC status name the gateway answered with (e.g. NOT_FOUND)."""
 
 
+class GatewayConfigError(SandfleetError):
+    """No gateway address or no usable credential is known; the message says how to give one."""
+
+
 class GatewayUnreachableError(GatewayError):
     """No gateway answers at the configured address (wrong address, down, TLS mismatch)."""
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from sandfleet.api import GATEWAY_PORT
-from sandfleet.errors import SandfleetError
+from sandfleet.errors import GatewayConfigError
 from sandfleet.grpc_channel import Tls
 from sandfleet.kube import KubeConfig, KubeConfigError
 
@@ -45,9 +45,7 @@ _TLS_PREFIXES = ("https://", "grpcs://")
 _PLAIN_PREFIXES = ("http://", "grpc://")
 _TRUE = frozenset({"1", "true", "yes", "on"})
 
-
-class GatewayConfigError(SandfleetError):
-    """No gateway address or no usable credential is known; the message says how to give one."""
+__all__ = ["GatewayConfigError", "GatewayTarget", "resolve_gateway"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -1,9 +1,9 @@
 """The SDK's and the CLI's Kubernetes backend, against the real operator.
 
-`Sandbox.on_cluster(direct=True)` creates a raw SandboxSession, waits for Ready, reads the token Secret
-and drives the sandbox pod over gRPC; closing it deletes the session. `sandfleet run
---backend kubernetes --managed` creates a managed session, follows it by watch, and exits with the
-local backend's exit codes; Ctrl-C deletes the session.
+`Sandbox.on_cluster(direct=True)` creates a raw SandboxSession, waits for Ready, reads the
+token Secret and drives the sandbox pod over gRPC; closing it deletes the session. `sandfleet
+run --backend kubernetes --managed` creates a managed session, follows it by watch, and exits
+with the local backend's exit codes; Ctrl-C deletes the session.
 """
 
 from __future__ import annotations
