@@ -136,7 +136,7 @@ class GatewayClient:
             ],
             lifecycle=_lifecycle(lifecycle),
             generate_name=generate_name,
-            egress=str(EgressMode(egress)) if egress else "",
+            egress=_egress(egress),
             timeout_seconds=timeout_s,
         )
         deadline = (timeout_s or _DEFAULT_CLAIM_WAIT_S) + _DEADLINE_MARGIN_S
@@ -205,6 +205,17 @@ class GatewayClient:
         """Whether the channel reached the gateway: an UNAVAILABLE on a connected channel is
         the gateway's own answer, on any other it means nothing answered."""
         return self._channel.get_state() == grpc.ChannelConnectivity.READY
+
+
+def _egress(value: EgressMode | str | None) -> str:
+    """spec.network.egress by its name in any case ("internet" too); "" leaves the default."""
+    if not value:
+        return ""
+    for mode in EgressMode:
+        if mode.value.lower() == str(value).lower():
+            return mode.value
+    names = ", ".join(mode.value for mode in EgressMode)
+    raise ValueError(f"egress must be one of {names}, not {value!r}")
 
 
 def _lifecycle(spec: LifecycleSpec | None) -> gateway_pb.Lifecycle:
