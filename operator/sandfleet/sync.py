@@ -60,6 +60,8 @@ class _Portal:
 
 class SyncSandbox:
     """A Sandbox with blocking methods; close it (or use `with`) to give the sandbox back.
+    Close every one: an open SyncSandbox keeps its event-loop thread, and the interpreter
+    waits for that thread at exit.
 
     Errors are the async Sandbox's: SandboxLostError, ToolError, GatewayError, ...
     """

@@ -27,7 +27,7 @@ import base64
 import binascii
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,16 @@ class GatewayTarget:
     """The kubeconfig context's namespace: where sessions go unless a call names another."""
     source: str = "argument"
     """Where the address came from (argument, SANDFLEET_GATEWAY, kubeconfig), for messages."""
+    token_source: Callable[[], str | None] | None = dataclasses.field(
+        default=None, repr=False, compare=False
+    )
+    """Reads the token again (a kubeconfig tokenFile or a pod's service account token
+    rotates while a long batch runs); None: `token` never changes."""
+
+    def current_token(self) -> str:
+        """The token to send now: the source's latest, else the one resolved at first."""
+        fresh = self.token_source() if self.token_source is not None else None
+        return fresh or self.token
 
 
 def resolve_gateway(
@@ -110,12 +120,14 @@ def resolve_gateway(
             raise GatewayConfigError(
                 f"cannot read the gateway CA bundle {ca_path}: {error}"
             ) from error
+    given_token = token or env.get(TOKEN_ENV)
     return GatewayTarget(
         address=_with_port(host, use_tls),
-        token=token or env.get(TOKEN_ENV) or _kube_token(config, config_error),
+        token=given_token or _kube_token(config, config_error),
         tls=Tls(root_certificates=ca) if use_tls else None,
         namespace=config.namespace if config else "default",
         source=source,
+        token_source=config.bearer_token if config and not given_token else None,
     )
 
 

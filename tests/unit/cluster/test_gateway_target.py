@@ -120,7 +120,15 @@ def test_a_token_file_of_the_kubeconfig_user_is_read(tmp_path: Path) -> None:
     token_file = tmp_path / "sa-token"
     token_file.write_text("from-file\n")
     path = kubeconfig(tmp_path, extension={"address": "gw:1"}, user={"tokenFile": str(token_file)})
-    assert resolve_gateway(environ=environ(tmp_path), kubeconfig=path).token == "from-file"
+    target = resolve_gateway(environ=environ(tmp_path), kubeconfig=path)
+    assert target.token == target.current_token() == "from-file"
+    # A projected token rotates under a long batch: each claim sends the file's latest.
+    rotated = tmp_path / "sa-token.new"
+    rotated.write_text("rotated\n")
+    rotated.replace(token_file)
+    assert target.current_token() == "rotated"
+    explicit = resolve_gateway(token="given", environ=environ(tmp_path), kubeconfig=path)
+    assert explicit.current_token() == "given"
 
 
 def test_no_address_anywhere_names_the_three_ways(tmp_path: Path) -> None:
