@@ -36,7 +36,7 @@ from sandfleet.copy_back import CopyLimits, CopyReport
 from sandfleet.errors import SandfleetError
 from sandfleet.local import LocalSandboxConfig
 from sandfleet.logs import get_logger
-from sandfleet.sandbox import Sandbox, SandboxPaths
+from sandfleet.sandbox import ClusterSandbox, Sandbox, SandboxPaths
 from sandfleet.settings import Settings
 from sandfleet.tasks import TaskSpec
 
@@ -262,11 +262,19 @@ async def _claimed_sandbox(
         target=gateway,
         paths=spec.paths,
     )
-    sandbox = await Sandbox.open(GatewayBackend(request), tool_timeout_s=config.tool_timeout_s)
+    opened = await GatewayBackend(request).open()
+    sandbox = ClusterSandbox.from_opened(opened, tool_timeout_s=config.tool_timeout_s)
     try:
         yield sandbox
     finally:
-        await sandbox.close()
+        try:
+            await sandbox.close()
+        except SandfleetError as error:
+            # The run's record matters more than the release: the session's idle timeout or
+            # deadline reclaims it (an admin sees it in `kubectl get sbx`).
+            log.warning(
+                "gateway_release_failed", task=spec.task.id, session=sandbox.name, error=str(error)
+            )
 
 
 def _crashed(

@@ -14,10 +14,11 @@ import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import grpc
 import pytest
 
 from tests.integration.cli.harness import cli_environment, run_cli
-from tests.support.gateway_standin import CALLER_TOKEN, GatewayStandIn
+from tests.support.gateway_standin import CALLER_TOKEN, Failure, GatewayStandIn
 from tests.support.runtime_server import spawn_runtime_process
 from tests.support.scripted_openai import Reply, ScriptedOpenAIServer, bash, submit
 
@@ -99,3 +100,20 @@ async def test_batch_claims_one_sandbox_per_task(gateway: GatewayStandIn, tmp_pa
     ], result  # fmt: skip
     assert gateway.methods() == ["Claim", "Release", "Claim", "Release"]
     assert [call[1].generate_name for call in gateway.calls if call[0] == "Claim"] == ["a-", "b-"]
+
+
+async def test_a_failed_release_is_logged_and_the_run_keeps_its_result(
+    gateway: GatewayStandIn, tmp_path: Path
+) -> None:
+    gateway.failures["Release"] = Failure(grpc.StatusCode.PERMISSION_DENIED, "no delete for you")
+    env = cli_environment(tmp_path / "home", SANDFLEET_GATEWAY_TOKEN=CALLER_TOKEN)
+    async with ScriptedOpenAIServer([Reply(tool_calls=[submit()])]) as model:
+        result = await run_cli(
+            "run", "Anything.", "--id", "kept", *gateway_flags(gateway, model, tmp_path),
+            env=env, cwd=tmp_path,
+        )  # fmt: skip
+
+    assert result.returncode == 0, result
+    assert "gateway_release_failed" in result.stderr and "no delete for you" in result.stderr
+    record = json.loads((tmp_path / "results" / "kept" / "result.json").read_text())
+    assert record["stop_reason"] == "submitted"
