@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING, Any
 from sandfleet.version import __version__ as __version__
 
 __all__ = [
+    "GatewayError",
     "RuntimeClient",
     "Sandbox",
     "SandboxLostError",
     "SandboxPaths",
     "SandfleetError",
+    "SyncSandbox",
     "ToolError",
 ]
 
@@ -26,13 +28,16 @@ _LAZY = {
     "SandfleetError": "sandfleet.errors",
     "SandboxLostError": "sandfleet.errors",
     "ToolError": "sandfleet.errors",
+    "GatewayError": "sandfleet.errors",
+    "SyncSandbox": "sandfleet.sync",
 }
 
 if TYPE_CHECKING:
     from sandfleet.backend import SandboxPaths
     from sandfleet.client import RuntimeClient
-    from sandfleet.errors import SandboxLostError, SandfleetError, ToolError
+    from sandfleet.errors import GatewayError, SandboxLostError, SandfleetError, ToolError
     from sandfleet.sandbox import Sandbox
+    from sandfleet.sync import SyncSandbox
 
 
 def __getattr__(name: str) -> Any:

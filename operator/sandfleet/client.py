@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import json
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -21,7 +19,10 @@ from typing import Any, Protocol, TypeVar
 
 import grpc
 
+from sandfleet.api import GATEWAY_SESSION_METADATA
 from sandfleet.errors import SandboxLostError, ToolError
+from sandfleet.grpc_channel import Tls, open_channel, retry_service_config
+from sandfleet.runtime_results import CommandResult, FileEntry, SandboxStats, UploadResult
 from sandfleet_proto.runtime.v1 import bash_service_pb2 as bash_pb
 from sandfleet_proto.runtime.v1 import bash_service_pb2_grpc as bash_grpc
 from sandfleet_proto.runtime.v1 import editor_service_pb2 as editor_pb
@@ -31,30 +32,26 @@ from sandfleet_proto.runtime.v1 import file_service_pb2_grpc as file_grpc
 from sandfleet_proto.runtime.v1 import system_service_pb2 as system_pb
 from sandfleet_proto.runtime.v1 import system_service_pb2_grpc as system_grpc
 
+__all__ = [
+    "CommandResult",
+    "FileEntry",
+    "RuntimeClient",
+    "SandboxStats",
+    "Tls",
+    "UploadResult",
+]
+
 T = TypeVar("T")
 
 
 # Transport retries for calls the server never saw (UNAVAILABLE); nothing else is retried,
 # because a command that reached the server may already have run.
-_SERVICE_CONFIG = json.dumps(
-    {
-        "methodConfig": [
-            {
-                "name": [
-                    {"service": "sandfleet.runtime.v1.EditorService"},
-                    {"service": "sandfleet.runtime.v1.SystemService"},
-                    {"service": "sandfleet.runtime.v1.BashService"},
-                ],
-                "retryPolicy": {
-                    "maxAttempts": 4,
-                    "initialBackoff": "0.1s",
-                    "maxBackoff": "2s",
-                    "backoffMultiplier": 2,
-                    "retryableStatusCodes": ["UNAVAILABLE"],
-                },
-            }
-        ]
-    }
+_SERVICE_CONFIG = retry_service_config(
+    [
+        "sandfleet.runtime.v1.EditorService",
+        "sandfleet.runtime.v1.SystemService",
+        "sandfleet.runtime.v1.BashService",
+    ]
 )
 # Status codes that mean "the request was wrong", which the model can fix itself.
 _MODEL_FIXABLE = frozenset(
@@ -68,53 +65,9 @@ _MODEL_FIXABLE = frozenset(
     }
 )
 _CHUNK = 256 * 1024
-_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 # Extra seconds on a command's gRPC deadline beyond its own timeout (kill + drain + transit).
 _DEADLINE_MARGIN_S = 30.0
 _NO_ENV: Mapping[str, str] = MappingProxyType({})
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class CommandResult:
-    stdout: str
-    stderr: str
-    exit_code: int | None
-    timed_out: bool
-    interrupted: bool
-    shell_exited: bool
-    truncated: bool
-    duration_s: float
-    cwd: str
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class UploadResult:
-    path: str
-    size: int
-    sha256: str
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class FileEntry:
-    path: str
-    is_dir: bool
-    size: int
-    mode: int
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class SandboxStats:
-    memory_current_bytes: int
-    memory_peak_bytes: int
-    memory_source: str
-    process_count: int
-    uptime_s: float
-    last_activity_unix: float
-    idle_s: float
-    bash_sessions: int
-    running_commands: int
-    session: str = ""
-    """The session the sandbox is bound to (bind_session); empty before any binding."""
 
 
 def _command_result(resp: bash_pb.RunCommandResponse) -> CommandResult:
@@ -142,26 +95,36 @@ class RuntimeClient:
     """One channel to one runtime agent. Model-fixable failures raise ToolError; every
     infrastructure failure (unreachable, auth, deadline, server fault) raises SandboxLostError."""
 
-    def __init__(self, address: str, token: str, *, rpc_timeout_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        address: str,
+        token: str,
+        *,
+        rpc_timeout_s: float = 60.0,
+        session: str | None = None,
+        tls: Tls | None = None,
+    ) -> None:
+        """`address` is the runtime itself (host:port, unix:PATH) or, given `session`
+        ("namespace/name"), a gateway that proxies every call to that session's sandbox;
+        `tls` makes the channel TLS (a gateway behind a certificate)."""
         self.address = address
-        self._metadata = (("authorization", f"Bearer {token}"),)
-        self._rpc_timeout_s = rpc_timeout_s
-        self._channel = grpc.aio.insecure_channel(
-            address,
-            options=(
-                ("grpc.service_config", _SERVICE_CONFIG),
-                ("grpc.enable_retries", 1),
-                ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
-            ),
+        self.session = session
+        self._routing: tuple[tuple[str, str], ...] = (
+            ((GATEWAY_SESSION_METADATA, session),) if session else ()
         )
+        self._metadata = self._with_token(token)
+        self._rpc_timeout_s = rpc_timeout_s
+        self._channel = open_channel(address, service_config=_SERVICE_CONFIG, tls=tls)
         self._bash = bash_grpc.BashServiceStub(self._channel)
         self._editor = editor_grpc.EditorServiceStub(self._channel)
         self._files = file_grpc.FileServiceStub(self._channel)
         self._system = system_grpc.SystemServiceStub(self._channel)
 
+    def _with_token(self, token: str) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {token}"), *self._routing)
+
     def rotate_token(self, token: str) -> None:
-        self._metadata = (("authorization", f"Bearer {token}"),)
+        self._metadata = self._with_token(token)
 
     async def close(self) -> None:
         await self._channel.close(grace=None)

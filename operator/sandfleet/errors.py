@@ -30,3 +30,34 @@ class ModelEndpointError(SandfleetError):
 
 class SandboxStartError(SandfleetError):
     """A sandbox could not be started; the message carries the reason (e.g. the agent's stderr)."""
+
+
+class GatewayError(SandfleetError):
+    """The gateway refused or failed a control-plane call (claim, connect, release)."""
+
+    def __init__(self, message: str, *, code: str = "UNKNOWN") -> None:
+        super().__init__(message)
+        self.code = code
+        """The gRPC status name the gateway answered with (e.g. NOT_FOUND)."""
+
+
+class GatewayConfigError(SandfleetError):
+    """No gateway address or no usable credential is known; the message says how to give one."""
+
+
+class GatewayUnreachableError(GatewayError):
+    """No gateway answers at the configured address (wrong address, down, TLS mismatch)."""
+
+
+class GatewayAuthError(GatewayError):
+    """The gateway did not accept the caller's token (UNAUTHENTICATED) or Kubernetes RBAC
+    does not allow the call (PERMISSION_DENIED)."""
+
+
+class QuotaExceededError(GatewayError):
+    """The namespace already has as many sessions as the gateway's quota allows."""
+
+
+class GatewayStartError(GatewayError, SandboxStartError):
+    """The gateway could not start the sandboxes in time (UNAVAILABLE); a SandboxStartError
+    too, so callers that handle start failures handle this one."""

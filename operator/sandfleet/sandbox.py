@@ -11,13 +11,14 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from sandfleet.backend import SandboxBackend, SandboxPaths
+from sandfleet.backend import OpenedSandbox, SandboxBackend, SandboxPaths
 from sandfleet.client import RuntimeClient
 from sandfleet.sandbox_core import SandboxCore
 
 if TYPE_CHECKING:
     from sandfleet.api import EgressMode, LifecycleSpec, PodTemplate
     from sandfleet.cluster.status import SessionState
+    from sandfleet.gateway_client import GatewaySandboxInfo
     from sandfleet.kube import KubeClient
     from sandfleet.local import LocalSandboxConfig
 
@@ -27,7 +28,8 @@ __all__ = ["ClusterSandbox", "Sandbox", "SandboxPaths"]
 class Sandbox(SandboxCore):
     """One sandbox: `call_tool` gives the model's view, typed helpers give the program's.
 
-    Open one with `Sandbox.local()`, `Sandbox.on_cluster(...)`, `Sandbox.connect(...)`, or
+    Open one with `Sandbox.local()`, `Sandbox.on_cluster(...)` (or `on_cluster_many`,
+    `connect_session`: through the gateway), `Sandbox.connect(...)`, or
     `Sandbox.open(backend)` for any SandboxBackend. Raises SandboxLostError when the runtime
     agent is gone; never for a mistake the model made.
     """
@@ -83,42 +85,160 @@ class Sandbox(SandboxCore):
     async def on_cluster(
         namespace: str | None = None,
         *,
-        name: str | None = None,
-        generate_name: str = "sbx-",
-        template: str | None = None,
         pool: str | None = None,
-        pod: PodTemplate | None = None,
+        template: str | None = None,
         env: Mapping[str, str] | None = None,
         files: Mapping[str, str] | None = None,
         lifecycle: LifecycleSpec | None = None,
         egress: EgressMode | str | None = None,
+        generate_name: str = "sbx-",
+        gateway: str | None = None,
+        token: str | None = None,
         kubeconfig: Path | str | None = None,
         context: str | None = None,
-        kube: KubeClient | None = None,
         ready_timeout_s: float = 120.0,
+        paths: SandboxPaths | None = None,
+        tool_timeout_s: float = 0,
+        max_output_chars: int = 0,
+        direct: bool = False,
+        name: str | None = None,
+        pod: PodTemplate | None = None,
+        kube: KubeClient | None = None,
         address: str | None = None,
+    ) -> ClusterSandbox:
+        """A sandbox on Kubernetes, Ready and connected, claimed through the sandfleet gateway.
+
+        `sandbox = await Sandbox.on_cluster("ns", pool="py312")`, then `call_tool` as
+        anywhere; `await sandbox.close()` (or `async with sandbox:`) releases the session,
+        and the operator reclaims its pod. The gateway is found from `gateway`,
+        SANDFLEET_GATEWAY or the kubeconfig, the caller's token from `token`,
+        SANDFLEET_GATEWAY_TOKEN or the kubeconfig (sandfleet.cluster.gateway_target);
+        `ready_timeout_s` bounds a cold start. Gateway failures raise GatewayError
+        subclasses (GatewayAuthError, QuotaExceededError, GatewayStartError, ...).
+
+        `direct=True` instead creates the SandboxSession with the caller's own Kubernetes
+        rights, reads its token Secret and talks to the pod IP (for admins on the node
+        network); only it takes `name`, `pod`, `kube` and `address`, which
+        ClusterSandboxRequest (sandfleet.cluster) documents. A session that fails before
+        Ready then raises SessionFailedError with the operator's reason.
+        """
+        if direct:
+            from sandfleet.cluster.backend import ClusterBackend, ClusterSandboxRequest
+
+            request = ClusterSandboxRequest(
+                namespace, name=name, generate_name=generate_name, template=template, pool=pool,
+                pod=pod, env=env, files=files, lifecycle=lifecycle, egress=egress,
+                kubeconfig=kubeconfig, context=context, kube=kube,
+                ready_timeout_s=ready_timeout_s, address=address, paths=paths,
+            )  # fmt: skip
+            opened = await ClusterBackend(request).open()
+            return ClusterSandbox.from_opened(
+                opened, tool_timeout_s=tool_timeout_s, max_output_chars=max_output_chars
+            )
+        direct_only = {"name": name, "pod": pod, "kube": kube, "address": address}
+        given = [key for key, value in direct_only.items() if value is not None]
+        if given:
+            raise ValueError(
+                f"{', '.join(given)} need direct=True: through the gateway, sandboxes come "
+                "from a pool or a template and the gateway names their sessions"
+            )
+        (sandbox,) = await Sandbox.on_cluster_many(
+            1, namespace, pool=pool, template=template, env=env, files=files,
+            lifecycle=lifecycle, egress=egress, generate_name=generate_name, gateway=gateway,
+            token=token, kubeconfig=kubeconfig, context=context,
+            ready_timeout_s=ready_timeout_s, paths=paths, tool_timeout_s=tool_timeout_s,
+            max_output_chars=max_output_chars,
+        )  # fmt: skip
+        return sandbox
+
+    @staticmethod
+    async def on_cluster_many(
+        count: int,
+        namespace: str | None = None,
+        *,
+        pool: str | None = None,
+        template: str | None = None,
+        env: Mapping[str, str] | None = None,
+        files: Mapping[str, str] | None = None,
+        lifecycle: LifecycleSpec | None = None,
+        egress: EgressMode | str | None = None,
+        generate_name: str = "sbx-",
+        gateway: str | None = None,
+        token: str | None = None,
+        kubeconfig: Path | str | None = None,
+        context: str | None = None,
+        ready_timeout_s: float = 120.0,
+        paths: SandboxPaths | None = None,
+        tool_timeout_s: float = 0,
+        max_output_chars: int = 0,
+    ) -> list[ClusterSandbox]:
+        """`count` sandboxes from one gateway Claim (all or none), e.g. an RL batch; the
+        arguments are on_cluster's, and each sandbox's close releases its own session."""
+        from sandfleet.cluster.gateway_backend import GatewayBackend, GatewaySandboxRequest
+
+        request = GatewaySandboxRequest(
+            namespace, pool=pool, template=template, env=env, files=files, lifecycle=lifecycle,
+            egress=egress, generate_name=generate_name, timeout_s=ready_timeout_s,
+            gateway=gateway, token=token, kubeconfig=kubeconfig, context=context, paths=paths,
+        )  # fmt: skip
+        opened = await GatewayBackend(request).open_many(count)
+        return [
+            ClusterSandbox.from_opened(
+                each, tool_timeout_s=tool_timeout_s, max_output_chars=max_output_chars
+            )
+            for each in opened
+        ]
+
+    @staticmethod
+    async def connect_session(
+        name: str,
+        namespace: str | None = None,
+        *,
+        timeout_s: float = 0,
+        gateway: str | None = None,
+        token: str | None = None,
+        kubeconfig: Path | str | None = None,
+        context: str | None = None,
         paths: SandboxPaths | None = None,
         tool_timeout_s: float = 0,
         max_output_chars: int = 0,
     ) -> ClusterSandbox:
-        """A sandbox on Kubernetes: a raw SandboxSession (no agent), Ready and connected.
+        """An existing SandboxSession (made with kubectl, say) through the gateway's Connect,
+        once it is Ready (waiting at most `timeout_s`). Closing it leaves the session as it
+        is; its lifecycle (or `kubectl delete`) ends it."""
+        from sandfleet.cluster.gateway_backend import GatewayBackend, GatewaySandboxRequest
 
-        `sandbox = await Sandbox.on_cluster("ns", pool="py312")`, then `call_tool` as
-        anywhere; `await sandbox.close()` (or `async with sandbox:`) deletes the session,
-        and the operator reclaims its pod. The arguments are those of ClusterSandboxRequest
-        (sandfleet.cluster), which documents them; a session that fails or expires before
-        Ready raises SessionFailedError at once, with the operator's reason and message.
-        """
-        from sandfleet.cluster.backend import ClusterBackend, ClusterSandboxRequest
-
-        request = ClusterSandboxRequest(
-            namespace, name=name, generate_name=generate_name, template=template, pool=pool,
-            pod=pod, env=env, files=files, lifecycle=lifecycle, egress=egress,
-            kubeconfig=kubeconfig, context=context, kube=kube, ready_timeout_s=ready_timeout_s,
-            address=address, paths=paths,
+        request = GatewaySandboxRequest(
+            namespace, gateway=gateway, token=token, kubeconfig=kubeconfig, context=context,
+            paths=paths,
         )  # fmt: skip
-        opened = await ClusterBackend(request).open()
-        return ClusterSandbox(
+        opened = await GatewayBackend(request).connect(name, timeout_s)
+        return ClusterSandbox.from_opened(
+            opened, tool_timeout_s=tool_timeout_s, max_output_chars=max_output_chars
+        )
+
+
+class ClusterSandbox(Sandbox):
+    """A Sandbox backed by a SandboxSession; close() releases (deletes) the session, and the
+    operator then reclaims its pod (a connect_session sandbox leaves it alone)."""
+
+    def __init__(
+        self, client: RuntimeClient, *, session: SessionState | GatewaySandboxInfo, **kwargs: Any
+    ) -> None:
+        super().__init__(client, **kwargs)
+        self.session = session
+        """The session: as the gateway handed it out (name, pod, warm), or, with
+        direct=True, as it was when it became Ready (name, pod, node, pool)."""
+
+    @classmethod
+    def from_opened(
+        cls,
+        opened: OpenedSandbox[SessionState] | OpenedSandbox[GatewaySandboxInfo],
+        *,
+        tool_timeout_s: float = 0,
+        max_output_chars: int = 0,
+    ) -> ClusterSandbox:
+        return cls(
             opened.client,
             session=opened.details,
             paths=opened.paths,
@@ -126,16 +246,6 @@ class Sandbox(SandboxCore):
             tool_timeout_s=tool_timeout_s,
             max_output_chars=max_output_chars,
         )
-
-
-class ClusterSandbox(Sandbox):
-    """A Sandbox backed by a raw SandboxSession; close() deletes the session, and the
-    operator then reclaims its pod, token Secret and NetworkPolicy."""
-
-    def __init__(self, client: RuntimeClient, *, session: SessionState, **kwargs: Any) -> None:
-        super().__init__(client, **kwargs)
-        self.session = session
-        """The session as it was when it became Ready (name, pod, node, pool)."""
 
     @property
     def name(self) -> str:

@@ -103,8 +103,14 @@ class Settings(BaseSettings):
     state_dir: Path | None = None
     """Where local sandboxes keep their private directories (None: the backend's default)."""
     backend: Literal["local", "kubernetes"] = "local"
-    """Where `sandfleet run` runs the task: a local sandbox, or a SandboxSession on a cluster
-    (`batch` and `replay` run locally)."""
+    """Where `run` and `batch` run their tasks: a local sandbox, or a sandbox on a cluster
+    claimed through the sandfleet gateway (`replay` runs locally)."""
+    gateway: str | None = Field(default=None, min_length=1)
+    """The sandfleet gateway's address (host:port; https:// or grpcs:// for TLS); None:
+    the kubeconfig cluster's sandfleet.dev/gateway extension. SANDFLEET_GATEWAY too."""
+    managed: bool = False
+    """`run --backend kubernetes`: create a managed SandboxSession (the operator runs the
+    agent loop) instead of running the loop here on a sandbox claimed through the gateway."""
     namespace: str | None = None
     """Kubernetes namespace of the sessions; None: the kubeconfig context's namespace."""
     kubeconfig: Path | None = None

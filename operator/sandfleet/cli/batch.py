@@ -8,7 +8,7 @@ import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import (
@@ -31,14 +31,23 @@ from sandfleet.cli.batch_files import (
     latest_outcomes,
     read_task_lines,
 )
-from sandfleet.cli.execution import ConfigurationError, agent_config, execute_task
+from sandfleet.cli.execution import (
+    ConfigurationError,
+    agent_config,
+    execute_task,
+    gateway_target,
+)
 from sandfleet.cli.interrupts import run_until_interrupted
 from sandfleet.cli.pace import Pace
 from sandfleet.cli.render import TraceRenderer, batch_summary_table, finished_task_line
 from sandfleet.cli.results import ExitCode, RunFailure, TaskOutcome
+from sandfleet.cli.run import add_gateway_argument, add_session_target_arguments
 from sandfleet.logs import get_logger
 from sandfleet.settings import Settings
 from sandfleet.tasks import TaskInputError, task_from_batch_record
+
+if TYPE_CHECKING:
+    from sandfleet.cluster.gateway_target import GatewayTarget
 
 log = get_logger(__name__)
 
@@ -65,6 +74,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--trace", action="store_true", help="print every task's turns and tool calls"
     )
+    cluster = parser.add_argument_group(
+        "kubernetes backend",
+        "--backend kubernetes claims each task's sandbox through the sandfleet gateway and "
+        "runs the loops here, as local runs do.",
+    )
+    add_session_target_arguments(
+        cluster, runs="the tasks", sandboxes="the sandboxes", api_key_secret=False
+    )
+    add_gateway_argument(cluster)
 
 
 @dataclasses.dataclass(slots=True)
@@ -80,8 +98,9 @@ def batch_command(args: argparse.Namespace, settings: Settings, console: Console
     results_log = ResultsLog(args.out)
     try:
         lines = read_task_lines(args.tasks)
-        config = agent_config(settings)
+        config = agent_config(settings, loop_here=True)
         previous = latest_outcomes(results_log.load())
+        gateway = gateway_target(settings) if settings.backend == "kubernetes" else None
     except (BatchFileError, ConfigurationError) as error:
         errors.print(Text.assemble(("error: ", "red"), str(error)))
         return ExitCode.USAGE
@@ -98,6 +117,7 @@ def batch_command(args: argparse.Namespace, settings: Settings, console: Console
         results_log=results_log,
         console=console,
         trace=args.trace,
+        gateway=gateway,
     )
     if todo and run_until_interrupted(batch.run(todo)) is None:
         message = f"interrupted: run the same command again to resume ({args.out})"
@@ -125,6 +145,8 @@ class _Batch:
     results_log: ResultsLog
     console: Console
     trace: bool
+    gateway: GatewayTarget | None = None
+    """Where each task's sandbox is claimed (None: a local sandbox)."""
     stats: _SessionStats = dataclasses.field(default_factory=_SessionStats)
 
     async def run(self, todo: Sequence[Mapping[str, Any]]) -> bool:
@@ -176,8 +198,9 @@ class _Batch:
         started = time.perf_counter()
         try:
             return await execute_task(
-                spec, model=model, config=self.config, settings=self.settings, on_event=renderer
-            )
+                spec, model=model, config=self.config, settings=self.settings,
+                on_event=renderer, gateway=self.gateway,
+            )  # fmt: skip
         # One broken task must never stop the batch: a bug becomes that task's failed line.
         except Exception as error:
             log.exception("batch_task_crashed", task=task_id)

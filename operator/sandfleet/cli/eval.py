@@ -178,7 +178,8 @@ def _plan(args: argparse.Namespace, settings: Settings) -> _Plan:
         raise BenchError("--limit must be at least 1")
     benchmark = load_benchmark(args.bench_dir)
     problems = problems_from_rows(benchmark)[: args.limit]
-    config = agent_config(settings)
+    # On the kubernetes backend every sandbox-mode sample is a managed session.
+    config = agent_config(settings, loop_here=settings.backend != "kubernetes")
     # Every sample's requests go through one client: the endpoint sees at most N at once.
     config = dataclasses.replace(config, endpoint_concurrency=settings.concurrency)
     out: Path = args.out or Path("eval-results") / benchmark.name

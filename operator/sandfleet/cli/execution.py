@@ -6,7 +6,9 @@ import asyncio
 import contextlib
 import shutil
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sandfleet.agent import (
     AgentConfig,
@@ -34,19 +36,27 @@ from sandfleet.copy_back import CopyLimits, CopyReport
 from sandfleet.errors import SandfleetError
 from sandfleet.local import LocalSandboxConfig
 from sandfleet.logs import get_logger
-from sandfleet.sandbox import Sandbox, SandboxPaths
+from sandfleet.sandbox import ClusterSandbox, Sandbox, SandboxPaths
 from sandfleet.settings import Settings
 from sandfleet.tasks import TaskSpec
 
+if TYPE_CHECKING:
+    from sandfleet.cluster.gateway_target import GatewayTarget
+
 log = get_logger(__name__)
+
+# The --egress names of local sandboxes, as a cluster sandbox's spec.network.egress.
+_CLUSTER_EGRESS: dict[str, str | None] = {"none": None, "internet": "Internet", "all": "All"}
 
 
 class ConfigurationError(SandfleetError):
     """Settings that cannot start a run (e.g. no model named)."""
 
 
-def agent_config(settings: Settings) -> AgentConfig:
-    """The loop's configuration from the CLI's settings."""
+def agent_config(settings: Settings, *, loop_here: bool | None = None) -> AgentConfig:
+    """The loop's configuration from the CLI's settings. `loop_here` False: the operator
+    runs the loop (a managed session), so no local API key is needed (default: False on the
+    kubernetes backend exactly when it is managed)."""
     if not settings.model:
         raise ConfigurationError(
             'no model given: pass --model, set SANDFLEET_MODEL, or put model = "..." '
@@ -55,7 +65,7 @@ def agent_config(settings: Settings) -> AgentConfig:
     return AgentConfig(
         model=settings.model,
         base_url=settings.base_url,
-        api_key=api_key(settings),
+        api_key=api_key(settings, loop_here=loop_here),
         max_turns=settings.max_turns,
         max_tokens=settings.max_tokens,
         temperature=settings.temperature,
@@ -85,14 +95,16 @@ def _system_prompt(path: Path | None) -> str | None:
     return text
 
 
-def api_key(settings: Settings) -> str | None:
+def api_key(settings: Settings, *, loop_here: bool | None = None) -> str | None:
     """The model API key, or None for an endpoint that needs none.
 
     A variable named on purpose (--api-key-env, SANDFLEET_API_KEY_ENV, the config file) must
     be set. Without a key, OpenAI itself cannot be used, while a --base-url endpoint is
-    assumed to be a local server that ignores keys (it gets a placeholder). The kubernetes
-    backend never sends a local key (the operator reads a Secret), so it needs none here.
+    assumed to be a local server that ignores keys (it gets a placeholder). Managed sessions
+    never get a local key (the operator reads a Secret), so they need none here.
     """
+    if loop_here is None:
+        loop_here = not (settings.backend == "kubernetes" and settings.managed)
     if settings.api_key is not None:
         return settings.api_key.get_secret_value()
     variable = settings.api_key_env
@@ -101,7 +113,7 @@ def api_key(settings: Settings) -> str | None:
             f"the API key variable {variable} (named by --api-key-env or api_key_env) is "
             f"not set or empty: export {variable}=<key>"
         )
-    if settings.base_url is None and settings.backend != "kubernetes":
+    if settings.base_url is None and loop_here:
         raise ConfigurationError(
             f"no API key for the OpenAI API: export {variable}=<key> (or name another "
             "variable with --api-key-env), or give --base-url for an endpoint that needs none"
@@ -133,8 +145,10 @@ async def execute_task(
     config: AgentConfig,
     settings: Settings,
     on_event: EventSink | None = None,
+    gateway: GatewayTarget | None = None,
 ) -> TaskOutcome:
-    """Run one task in a fresh local sandbox and record it under <results_dir>/<task-id>/.
+    """Run one task in a fresh sandbox and record it under <results_dir>/<task-id>/: a local
+    one, or, given `gateway`, one claimed through the gateway (released at the end).
 
     Never raises for a sandbox that fails to start, a lost sandbox or a model failure: the
     outcome's stop reason says what happened. CancelledError propagates after result.json
@@ -155,9 +169,7 @@ async def execute_task(
     async with contextlib.AsyncExitStack() as stack:
         try:
             sandbox = await stack.enter_async_context(
-                Sandbox.local(
-                    sandbox_config(settings, spec.paths), tool_timeout_s=config.tool_timeout_s
-                )
+                _open_sandbox(spec, config, settings, gateway)
             )
         except (SandfleetError, OSError) as error:
             log.warning("sandbox_launch_failed", task=task.id, error=str(error))
@@ -208,6 +220,62 @@ async def execute_task(
     )  # fmt: skip
     await asyncio.to_thread(write_result_file, folder / RESULT_FILE, outcome)
     return outcome
+
+
+def gateway_target(settings: Settings) -> GatewayTarget:
+    """The gateway `run` and `batch` claim sandboxes through (kubernetes backend); raises
+    ConfigurationError, saying how to name one, when none is known. Reads files."""
+    from sandfleet.cluster.gateway_target import GatewayConfigError, resolve_gateway
+
+    try:
+        return resolve_gateway(
+            settings.gateway, kubeconfig=settings.kubeconfig, context=settings.kube_context
+        )
+    except GatewayConfigError as error:
+        raise ConfigurationError(str(error)) from error
+
+
+def _open_sandbox(
+    spec: TaskSpec, config: AgentConfig, settings: Settings, gateway: GatewayTarget | None
+) -> contextlib.AbstractAsyncContextManager[Sandbox]:
+    if gateway is None:
+        return Sandbox.local(
+            sandbox_config(settings, spec.paths), tool_timeout_s=config.tool_timeout_s
+        )
+    return _claimed_sandbox(spec, config, settings, gateway)
+
+
+@contextlib.asynccontextmanager
+async def _claimed_sandbox(
+    spec: TaskSpec, config: AgentConfig, settings: Settings, gateway: GatewayTarget
+) -> AsyncIterator[Sandbox]:
+    """One sandbox through the gateway (pool or template of the settings), released at exit."""
+    # Imported here: a local run need not load the cluster backend.
+    from sandfleet.cluster.gateway_backend import GatewayBackend, GatewaySandboxRequest
+    from sandfleet.cluster.manifests import generate_name_for
+
+    request = GatewaySandboxRequest(
+        settings.namespace,
+        pool=settings.pool,
+        template=settings.template,
+        egress=_CLUSTER_EGRESS[settings.egress],
+        generate_name=generate_name_for(spec.task.id),
+        target=gateway,
+        paths=spec.paths,
+    )
+    opened = await GatewayBackend(request).open()
+    sandbox = ClusterSandbox.from_opened(opened, tool_timeout_s=config.tool_timeout_s)
+    try:
+        yield sandbox
+    finally:
+        try:
+            await sandbox.close()
+        except SandfleetError as error:
+            # The run's record matters more than the release: the session's idle timeout or
+            # deadline reclaims it (an admin sees it in `kubectl get sbx`).
+            log.warning(
+                "gateway_release_failed", task=spec.task.id, session=sandbox.name, error=str(error)
+            )
 
 
 def _crashed(

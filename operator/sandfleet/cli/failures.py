@@ -17,6 +17,8 @@ from sandfleet.cli.replay import ReplayError
 from sandfleet.cli.results import ExitCode
 from sandfleet.copy_back import CopyBackError
 from sandfleet.errors import (
+    GatewayConfigError,
+    GatewayError,
     ModelEndpointError,
     SandboxLostError,
     SandboxStartError,
@@ -34,11 +36,12 @@ _EXIT_CODES: Sequence[tuple[tuple[type[BaseException], ...], ExitCode]] = (
         (
             SettingsError, ConfigurationError, TaskInputError, TaskFileError, BatchFileError,
             ReplayError, ResumeError, BenchError, RecordsError, CopyBackError,
+            GatewayConfigError,
         ),
         ExitCode.USAGE,
     ),
     ((ModelEndpointError,), ExitCode.MODEL_ERROR),
-    ((SandboxLostError, SandboxStartError, ToolError), ExitCode.SANDBOX_ERROR),
+    ((SandboxLostError, SandboxStartError, ToolError, GatewayError), ExitCode.SANDBOX_ERROR),
 )  # fmt: skip
 
 

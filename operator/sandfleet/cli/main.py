@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_parser = commands.add_parser(
         "run",
         parents=[common, agent],
-        help="run one task in a fresh local sandbox",
+        help="run one task in a fresh sandbox (local, or on Kubernetes through the gateway)",
         description="Run one task: a prompt, a prompt file, or a seed-format task folder\n"
         "(prompt.txt, optional prompt_config.yaml and input/). Results go to\n"
         "<results-dir>/<task-id>/: output/, trajectory.jsonl, result.json.",

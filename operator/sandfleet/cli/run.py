@@ -1,22 +1,33 @@
-"""`sandfleet run TASK`: one task in a fresh sandbox, local (traced live, results saved
-locally) or, with --backend kubernetes, a SandboxSession the operator drives (cli.cluster_run)."""
+"""`sandfleet run TASK`: one task in a fresh sandbox, traced live, results saved locally: a
+local sandbox, or with --backend kubernetes one claimed through the sandfleet gateway (the
+loop still runs here); --managed instead makes a session the operator drives (cli.cluster_run)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.text import Text
 
 from sandfleet.agent import AgentConfig, openai_model
-from sandfleet.cli.execution import ConfigurationError, agent_config, execute_task, task_folder
+from sandfleet.cli.execution import (
+    ConfigurationError,
+    agent_config,
+    execute_task,
+    gateway_target,
+    task_folder,
+)
 from sandfleet.cli.interrupts import run_until_interrupted
 from sandfleet.cli.render import TraceRenderer, print_run_summary
 from sandfleet.cli.results import RESULT_FILE, ExitCode, TaskOutcome
 from sandfleet.settings import Settings
 from sandfleet.tasks import TaskInputError, TaskSpec, task_from_argument
+
+if TYPE_CHECKING:
+    from sandfleet.cluster.gateway_target import GatewayTarget
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,27 +58,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     cluster = parser.add_argument_group(
         "kubernetes backend",
-        "--backend kubernetes creates a SandboxSession and follows it; the operator runs the "
-        "loop. Input files go inline (UTF-8 text, 256 KiB in all); the model endpoint must be "
-        "reachable from the operator, and its key comes from a Secret, never from here.",
+        "--backend kubernetes claims the sandbox through the sandfleet gateway and runs the "
+        "loop here, as a local run does. With --managed, a SandboxSession is created instead "
+        "and the operator runs the loop: input files go inline (UTF-8 text, 256 KiB in all), "
+        "the model endpoint must be reachable from the operator, and its key comes from a "
+        "Secret, never from here.",
     )
     add_session_target_arguments(cluster, runs="the task")
+    add_gateway_argument(cluster)
+    cluster.add_argument(
+        "--managed", action="store_true", default=None,
+        help="create a managed SandboxSession: the operator runs the agent loop",
+    )  # fmt: skip
     cluster.add_argument(
         "--ttl", dest="session_ttl_s", type=int, metavar="SECONDS",
-        help="keep the finished session this long for `sandfleet trajectory` (default 3600)",
+        help="--managed: keep the finished session this long for `sandfleet trajectory` "
+        "(default 3600)",
     )  # fmt: skip
     cluster.add_argument(
         "--rm", dest="remove_session", action="store_true",
-        help="delete the session as soon as it has finished",
+        help="--managed: delete the session as soon as it has finished",
+    )  # fmt: skip
+
+
+def add_gateway_argument(cluster: argparse._ArgumentGroup) -> None:
+    cluster.add_argument(
+        "--gateway", metavar="HOST:PORT",
+        help="the sandfleet gateway (https:// or grpcs:// for TLS; default: SANDFLEET_GATEWAY, "
+        "then the kubeconfig cluster's sandfleet.dev/gateway extension); the token is "
+        "SANDFLEET_GATEWAY_TOKEN or the kubeconfig user's",
     )  # fmt: skip
 
 
 def add_session_target_arguments(
-    cluster: argparse._ArgumentGroup, *, runs: str, sandboxes: str = "the sandbox"
+    cluster: argparse._ArgumentGroup,
+    *,
+    runs: str,
+    sandboxes: str = "the sandbox",
+    api_key_secret: bool = True,
 ) -> None:
-    """Where and how managed sessions are created, the same for `run` and `eval`: --backend,
-    --namespace, --kubeconfig, --context, --template or --pool, --api-key-secret. `runs` and
-    `sandboxes` name what the command runs ("the task") and creates, for the help texts."""
+    """Where and how sessions are created, the same for `run`, `batch` and `eval`:
+    --backend, --namespace, --kubeconfig, --context, --template or --pool, and for managed
+    sessions --api-key-secret. `runs` and `sandboxes` name what the command runs ("the
+    task") and creates, for the help texts."""
     cluster.add_argument(
         "--backend", choices=["local", "kubernetes"],
         help=f"where {runs} runs (default local)",
@@ -83,6 +116,8 @@ def add_session_target_arguments(
     sandbox = cluster.add_mutually_exclusive_group()
     sandbox.add_argument("--template", metavar="NAME", help=f"SandboxTemplate of {sandboxes}")
     sandbox.add_argument("--pool", metavar="NAME", help=f"SandboxPool to claim {sandboxes} from")
+    if not api_key_secret:
+        return
     cluster.add_argument(
         "--api-key-secret", dest="api_key_secret", metavar="NAME[:KEY]",
         help='Secret with the model API key (key default "api-key")',
@@ -98,7 +133,11 @@ def run_command(args: argparse.Namespace, settings: Settings, console: Console) 
         errors.print(Text.assemble(("error: ", "red"), str(error)))
         return ExitCode.USAGE
     show_trace = not (args.quiet or args.as_json)
-    if settings.backend == "kubernetes":
+    gateway: GatewayTarget | None = None
+    if settings.managed and settings.backend != "kubernetes":
+        errors.print(Text.assemble(("error: ", "red"), "--managed needs --backend kubernetes"))
+        return ExitCode.USAGE
+    if settings.managed:
         # Imported here: a local run need not load the Kubernetes client.
         from sandfleet.cli.cluster_run import cluster_run_command
 
@@ -106,10 +145,16 @@ def run_command(args: argparse.Namespace, settings: Settings, console: Console) 
             spec, config, settings, console,
             remove=args.remove_session, show_progress=show_trace, as_json=args.as_json,
         )  # fmt: skip
+    if settings.backend == "kubernetes":
+        try:
+            gateway = gateway_target(settings)
+        except ConfigurationError as error:
+            errors.print(Text.assemble(("error: ", "red"), str(error)))
+            return ExitCode.USAGE
     if show_trace:
         _print_header(console, spec, config, settings)
     renderer = TraceRenderer(console) if show_trace else None
-    outcome = run_until_interrupted(_run(spec, config, settings, renderer))
+    outcome = run_until_interrupted(_run(spec, config, settings, renderer, gateway))
     if outcome is None:
         # Cancelled: execute_task wrote result.json (stop reason "cancelled") before it let
         # the cancellation through; show that record.
@@ -126,13 +171,18 @@ def run_command(args: argparse.Namespace, settings: Settings, console: Console) 
 
 
 async def _run(
-    spec: TaskSpec, config: AgentConfig, settings: Settings, renderer: TraceRenderer | None
+    spec: TaskSpec,
+    config: AgentConfig,
+    settings: Settings,
+    renderer: TraceRenderer | None,
+    gateway: GatewayTarget | None,
 ) -> TaskOutcome:
     model = openai_model(config)
     try:
         return await execute_task(
-            spec, model=model, config=config, settings=settings, on_event=renderer
-        )
+            spec, model=model, config=config, settings=settings, on_event=renderer,
+            gateway=gateway,
+        )  # fmt: skip
     finally:
         await model.aclose()
 

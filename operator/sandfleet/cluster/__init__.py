@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from sandfleet.cluster.backend import ClusterBackend, ClusterSandboxRequest, SessionFailedError
+from sandfleet.cluster.gateway_backend import GatewayBackend, GatewaySandboxRequest
+from sandfleet.cluster.gateway_target import GatewayTarget, resolve_gateway
 from sandfleet.cluster.manifests import ManifestError
 from sandfleet.cluster.sessions import SessionClient, SessionGoneError, SessionWaitTimeoutError
 from sandfleet.cluster.status import AgentProgress, Condition, SessionState
@@ -12,10 +14,14 @@ __all__ = [
     "ClusterBackend",
     "ClusterSandboxRequest",
     "Condition",
+    "GatewayBackend",
+    "GatewaySandboxRequest",
+    "GatewayTarget",
     "ManifestError",
     "SessionClient",
     "SessionFailedError",
     "SessionGoneError",
     "SessionState",
     "SessionWaitTimeoutError",
+    "resolve_gateway",
 ]

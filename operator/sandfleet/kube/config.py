@@ -73,6 +73,8 @@ class KubeConfig:
     tls_server_name: str | None = None
     context: str | None = None
     """The kubeconfig context this came from (None in-cluster or when built by hand)."""
+    cluster_extensions: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False)
+    """The context's cluster's `extensions`, by name (e.g. sandfleet.dev/gateway)."""
     _token_source: TokenFile | None = dataclasses.field(
         default=None, init=False, repr=False, compare=False
     )
@@ -174,6 +176,11 @@ class KubeConfig:
             insecure_skip_tls_verify=bool(cluster.get("insecure-skip-tls-verify")),
             tls_server_name=cluster.get("tls-server-name") or None,
             context=str(name),
+            cluster_extensions={
+                str(entry.get("name")): entry.get("extension")
+                for entry in cluster.get("extensions") or []
+                if isinstance(entry, Mapping)
+            },
         )
 
     @classmethod

@@ -1,9 +1,9 @@
 """The SDK's and the CLI's Kubernetes backend, against the real operator.
 
-`Sandbox.on_cluster` creates a raw SandboxSession, waits for Ready, reads the token Secret
-and drives the sandbox pod over gRPC; closing it deletes the session. `sandfleet run
---backend kubernetes` creates a managed session, follows it by watch, and exits with the
-local backend's exit codes; Ctrl-C deletes the session.
+`Sandbox.on_cluster(direct=True)` creates a raw SandboxSession, waits for Ready, reads the
+token Secret and drives the sandbox pod over gRPC; closing it deletes the session. `sandfleet
+run --backend kubernetes --managed` creates a managed session, follows it by watch, and exits
+with the local backend's exit codes; Ctrl-C deletes the session.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ async def test_a_raw_sandbox_on_the_cluster_answers_call_tool_and_close_deletes_
 ) -> None:
     sandbox = await Sandbox.on_cluster(
         namespace,
+        direct=True,
         kubeconfig=cluster_under_test.kubeconfig,
         env={"ANSWER": "42"},
         files={"input/notes.txt": "alpha\n"},
@@ -68,6 +69,7 @@ async def test_a_session_that_fails_before_ready_raises_at_once_with_the_operato
     with pytest.raises(SessionFailedError) as failed:
         await Sandbox.on_cluster(
             namespace,
+            direct=True,
             name="doomed",
             template="missing",
             kubeconfig=cluster_under_test.kubeconfig,
@@ -79,7 +81,7 @@ async def test_a_session_that_fails_before_ready_raises_at_once_with_the_operato
 
 def cli_args(cluster: ClusterUnderTest, namespace: str, model: ScriptedOpenAIServer) -> list[str]:
     return [
-        "run", "--backend", "kubernetes", "--kubeconfig", str(cluster.kubeconfig),
+        "run", "--backend", "kubernetes", "--managed", "--kubeconfig", str(cluster.kubeconfig),
         "-n", namespace, "--model", "scripted", "--base-url", model.base_url, "--max-turns", "9",
     ]  # fmt: skip
 

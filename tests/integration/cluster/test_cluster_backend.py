@@ -83,6 +83,7 @@ async def test_a_session_that_fails_before_ready_raises_and_is_deleted(api: Sess
         with pytest.raises(SessionFailedError) as failed:
             await Sandbox.on_cluster(
                 "team-a",
+                direct=True,
                 template="missing",
                 env={"SEED": "7"},
                 files={"input/notes.txt": "alpha\n"},

@@ -1,0 +1,184 @@
+"""SyncSandbox: the Sandbox for code without asyncio (scripts, trainers, notebooks' threads).
+
+Each SyncSandbox drives an async Sandbox on an event loop in a worker thread: anyio's
+blocking portal (one per `local()`/`on_cluster()`, shared by the sandboxes of one
+`on_cluster_many()`). Its methods may be called from any thread, also from many at once.
+
+    with SyncSandbox.on_cluster("team-a", pool="py312") as sandbox:
+        print(sandbox.call_tool("execute_bash", {"command": "python -V"}))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any, ParamSpec, Self, TypeVar
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from sandfleet.client import CommandResult, FileEntry, SandboxStats, UploadResult
+from sandfleet.copy_back import CopyLimits, CopyReport
+from sandfleet.local import LocalBackend, LocalSandboxConfig
+from sandfleet.sandbox import Sandbox
+from sandfleet.sandbox_core import SandboxCore
+
+__all__ = ["SyncSandbox"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class _Portal:
+    """One event-loop thread, stopped when the last sandbox on it has closed."""
+
+    def __init__(self, users: int = 1) -> None:
+        self._stack = contextlib.ExitStack()
+        self.portal: BlockingPortal = self._stack.enter_context(
+            start_blocking_portal(name="sandfleet-sync")
+        )
+        self._users = users
+        self._lock = threading.Lock()
+
+    def call(self, func: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) -> T:
+        return self.portal.call(functools.partial(func, *args, **kwargs))
+
+    def set_users(self, users: int) -> None:
+        with self._lock:
+            self._users = users
+
+    def leave(self) -> None:
+        with self._lock:
+            self._users -= 1
+            last = self._users <= 0
+        if last:
+            self._stack.close()
+
+
+class SyncSandbox:
+    """A Sandbox with blocking methods; close it (or use `with`) to give the sandbox back.
+    Close every one: an open SyncSandbox keeps its event-loop thread, and the interpreter
+    waits for that thread at exit.
+
+    Errors are the async Sandbox's: SandboxLostError, ToolError, GatewayError, ...
+    """
+
+    def __init__(
+        self,
+        sandbox: SandboxCore,
+        portal: _Portal,
+    ) -> None:
+        self.sandbox = sandbox
+        """The async Sandbox underneath (use it only on this object's event loop)."""
+        self._portal = portal
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+    # --- opening ----------------------------------------------------------------------------
+    @classmethod
+    def local(cls, config: LocalSandboxConfig | None = None, **options: Any) -> Self:
+        """A local sandbox (Sandbox.local; `options`: tool_timeout_s, max_output_chars)."""
+        portal = _Portal()
+        try:
+            backend = LocalBackend(config or LocalSandboxConfig())
+            sandbox = portal.call(Sandbox.open, backend, **options)
+        except BaseException:
+            portal.leave()
+            raise
+        return cls(sandbox, portal)
+
+    @classmethod
+    def on_cluster(cls, namespace: str | None = None, **options: Any) -> Self:
+        """A sandbox on Kubernetes through the gateway; `options` are Sandbox.on_cluster's."""
+        portal = _Portal()
+        try:
+            sandbox = portal.call(Sandbox.on_cluster, namespace, **options)
+        except BaseException:
+            portal.leave()
+            raise
+        return cls(sandbox, portal)
+
+    @classmethod
+    def on_cluster_many(
+        cls, count: int, namespace: str | None = None, **options: Any
+    ) -> list[Self]:
+        """`count` sandboxes from one gateway claim (all or none), sharing one event loop;
+        `options` are Sandbox.on_cluster_many's."""
+        portal = _Portal()
+        try:
+            sandboxes = portal.call(Sandbox.on_cluster_many, count, namespace, **options)
+        except BaseException:
+            portal.leave()
+            raise
+        portal.set_users(len(sandboxes))
+        return [cls(sandbox, portal) for sandbox in sandboxes]
+
+    @classmethod
+    def connect_session(cls, name: str, namespace: str | None = None, **options: Any) -> Self:
+        """An existing session through the gateway (Sandbox.connect_session)."""
+        portal = _Portal()
+        try:
+            sandbox = portal.call(Sandbox.connect_session, name, namespace, **options)
+        except BaseException:
+            portal.leave()
+            raise
+        return cls(sandbox, portal)
+
+    # --- closing ----------------------------------------------------------------------------
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Give the sandbox back (stop it, or release its session); a second call does nothing."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self._portal.call(self.sandbox.close)
+        finally:
+            self._portal.leave()
+
+    # --- the sandbox ------------------------------------------------------------------------
+    def call_tool(self, name: str, arguments: str | Mapping[str, Any]) -> str:
+        """Exactly what the model sees for one tool call (Sandbox.call_tool)."""
+        return self._portal.call(self.sandbox.call_tool, name, arguments)
+
+    def run(
+        self, command: str, *, session: str = "default", timeout_s: float | None = None
+    ) -> CommandResult:
+        """Run one bash command (Sandbox.bash)."""
+        return self._portal.call(self.sandbox.bash, command, session=session, timeout_s=timeout_s)
+
+    bash = run
+
+    def upload(self, source: Path | bytes, remote: str, *, mode: int | None = None) -> UploadResult:
+        return self._portal.call(self.sandbox.upload, source, remote, mode=mode)
+
+    def download(self, remote: str, local: Path) -> int:
+        return self._portal.call(self.sandbox.download, remote, local)
+
+    def download_tree(self, remote_dir: str, local_dir: Path) -> list[Path]:
+        return self._portal.call(self.sandbox.download_tree, remote_dir, local_dir)
+
+    def copy_tree(
+        self, remote_dir: str, local_dir: Path, limits: CopyLimits | None = None
+    ) -> CopyReport:
+        return self._portal.call(self.sandbox.copy_tree, remote_dir, local_dir, limits)
+
+    def list_files(self, remote_dir: str) -> list[FileEntry]:
+        return self._portal.call(self.sandbox.list_files, remote_dir)
+
+    def stats(self) -> SandboxStats:
+        return self._portal.call(self.sandbox.stats)

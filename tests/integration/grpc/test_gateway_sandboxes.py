@@ -1,0 +1,170 @@
+"""Sandboxes through the gateway: session routing on every call shape, Sandbox.on_cluster,
+on_cluster_many, connect_session, and SyncSandbox, all against a real runtime agent.
+
+The gateway is tests/support/gateway_standin.py, a stand-in (g1 writes the real gateway):
+the real GatewayService API and a real proxy by `x-sandfleet-session`, a scripted claim path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from sandfleet.api import GATEWAY_SESSION_METADATA
+from sandfleet.client import RuntimeClient
+from sandfleet.errors import GatewayAuthError, ToolError
+from sandfleet.sandbox import ClusterSandbox, Sandbox
+from sandfleet.sync import SyncSandbox
+from sandfleet_proto.gateway.v1 import gateway_service_pb2 as gateway_pb
+from tests.support.gateway_standin import CALLER_TOKEN, GatewayStandIn
+from tests.support.runtime_server import running_runtime
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def gateway(tmp_path: Path) -> AsyncIterator[GatewayStandIn]:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    async with running_runtime(workdir, default_timeout_s=20.0) as (runtime, token):
+        standin = GatewayStandIn(f"127.0.0.1:{runtime.port}", token, str(workdir))
+        await standin.start()
+        yield standin
+        await standin.stop()
+
+
+def gateway_options(gateway: GatewayStandIn) -> dict[str, str]:
+    return {"gateway": gateway.address, "token": CALLER_TOKEN}
+
+
+async def test_every_call_shape_names_the_session_and_carries_the_session_token(
+    gateway: GatewayStandIn, tmp_path: Path
+) -> None:
+    gateway.sessions["team-a/s1"] = _session(gateway, "s1")
+    client = RuntimeClient(gateway.address, gateway.runtime_token, session="team-a/s1")
+    try:
+        await client.run_command("echo hi > note.txt")  # unary
+        chunks = [c async for c in client.stream_command("cat note.txt")]  # server stream
+        remote = f"{gateway.working_dir}/up.bin"
+        await client.upload(b"payload", remote)  # client stream
+        size = await client.download(remote, tmp_path / "down.bin")  # server stream
+        await client.bind_session(gateway.runtime_token + "-rotated-x", session="team-a/s1")
+        after = await client.stats()
+    finally:
+        await client.close()
+
+    assert ("stdout", "hi\n") in chunks and size == 7
+    assert (tmp_path / "down.bin").read_bytes() == b"payload"
+    methods = [method.rsplit("/", 1)[1] for method, _ in gateway.proxied]
+    assert methods == [
+        "RunCommand", "StreamCommand", "UploadFile", "DownloadFile", "BindSession", "GetStats",
+    ]  # fmt: skip
+    assert all(md[GATEWAY_SESSION_METADATA] == "team-a/s1" for _, md in gateway.proxied)
+    tokens = [md["authorization"] for _, md in gateway.proxied]
+    assert tokens[:5] == [f"Bearer {gateway.runtime_token}"] * 5
+    assert tokens[5] == f"Bearer {gateway.runtime_token}-rotated-x"  # rotated, still routed
+    assert after.session == "team-a/s1"
+
+
+async def test_a_direct_client_sends_no_routing_metadata(gateway: GatewayStandIn) -> None:
+    client = RuntimeClient(gateway.address, gateway.runtime_token)
+    try:
+        with pytest.raises(ToolError, match="no session ''"):
+            await client.run_command("true")
+    finally:
+        await client.close()
+    assert GATEWAY_SESSION_METADATA not in gateway.proxied[0][1]
+
+
+async def test_on_cluster_claims_through_the_gateway_and_close_releases(
+    gateway: GatewayStandIn,
+) -> None:
+    sandbox = await Sandbox.on_cluster(
+        "team-a", pool="py312", env={"A": "1"}, files={"input/x.txt": "x"},
+        ready_timeout_s=40, **gateway_options(gateway),
+    )  # fmt: skip
+    async with sandbox:
+        shell = await sandbox.call_tool("execute_bash", {"command": "echo routed; pwd"})
+
+    assert isinstance(sandbox, ClusterSandbox)
+    assert (sandbox.namespace, sandbox.name) == ("team-a", "sbx-1")
+    assert f"routed\n{gateway.working_dir}\n" in shell
+    assert sandbox.paths.working_dir == gateway.working_dir
+    assert gateway.methods() == ["Claim", "Release"]
+    claim, release = gateway.calls[0][1], gateway.calls[1][1]
+    assert (claim.pool, claim.count, claim.generate_name, claim.timeout_seconds) == (
+        "py312", 1, "sbx-", 40,
+    )  # fmt: skip
+    assert list(release.names) == ["sbx-1"] and not gateway.sessions
+
+
+async def test_on_cluster_refuses_the_direct_only_arguments_without_direct() -> None:
+    with pytest.raises(ValueError, match="name, address need direct=True"):
+        await Sandbox.on_cluster("team-a", name="mine", address="10.0.0.1:50051")
+
+
+async def test_many_sandboxes_come_from_one_claim_and_each_close_releases_its_own(
+    gateway: GatewayStandIn,
+) -> None:
+    sandboxes = await Sandbox.on_cluster_many(3, "team-a", pool="py312", **gateway_options(gateway))
+    outputs = await asyncio.gather(*(s.bash("echo $((6*7))") for s in sandboxes))
+    await sandboxes[0].close()
+    assert sorted(gateway.sessions) == ["team-a/sbx-2", "team-a/sbx-3"]
+    for sandbox in sandboxes[1:]:
+        await sandbox.close()
+
+    assert [o.stdout for o in outputs] == ["42\n"] * 3
+    assert gateway.methods() == ["Claim", "Release", "Release", "Release"]
+    assert gateway.calls[0][1].count == 3
+
+
+async def test_connect_session_reaches_an_existing_session_and_leaves_it(
+    gateway: GatewayStandIn,
+) -> None:
+    gateway.sessions["team-a/made-by-kubectl"] = _session(gateway, "made-by-kubectl")
+    sandbox = await Sandbox.connect_session("made-by-kubectl", "team-a", **gateway_options(gateway))
+    async with sandbox:
+        result = await sandbox.bash("echo attached")
+
+    assert result.stdout == "attached\n"
+    assert gateway.methods() == ["Connect"]
+    assert "team-a/made-by-kubectl" in gateway.sessions
+
+
+async def test_a_refused_claim_raises_the_auth_error(gateway: GatewayStandIn) -> None:
+    with pytest.raises(GatewayAuthError):
+        await Sandbox.on_cluster("team-a", gateway=gateway.address, token="wrong")
+
+
+async def test_sync_sandboxes_through_the_gateway(gateway: GatewayStandIn, tmp_path: Path) -> None:
+    options = gateway_options(gateway)
+
+    def use() -> tuple[str, str, bytes, list[str]]:
+        with SyncSandbox.on_cluster("team-a", pool="py312", **options) as sandbox:
+            seen = sandbox.call_tool("execute_bash", {"command": "echo sync"})
+            sandbox.upload(b"data", f"{gateway.working_dir}/file.bin")
+            sandbox.download(f"{gateway.working_dir}/file.bin", tmp_path / "back.bin")
+            ran = sandbox.run("cat file.bin").stdout
+        many = SyncSandbox.on_cluster_many(2, "team-a", **options)
+        names = [s.sandbox.name for s in many]  # type: ignore[attr-defined]
+        for each in many:
+            each.close()
+            each.close()  # a second close does nothing
+        return seen, ran, (tmp_path / "back.bin").read_bytes(), names
+
+    seen, ran, downloaded, names = await asyncio.to_thread(use)
+
+    assert "sync\n" in seen and ran == "data" and downloaded == b"data"
+    assert names == ["sbx-2", "sbx-3"]
+    assert gateway.methods() == ["Claim", "Release", "Claim", "Release", "Release"]
+    assert not gateway.sessions
+
+
+def _session(gateway: GatewayStandIn, name: str) -> gateway_pb.ClaimedSandbox:
+    return gateway_pb.ClaimedSandbox(
+        namespace="team-a", name=name, token=gateway.runtime_token, pod="pod-x",
+        working_dir=gateway.working_dir,
+    )  # fmt: skip
