@@ -1,0 +1,305 @@
+"""The gateway as its clients meet it, on the real cluster: the real GatewayServer (in-process,
+as the gateway's own ServiceAccount with the RBAC in manifests/rbac) in front of the real
+claim path, the operator as a process, and tenants that are real ServiceAccounts holding only
+the tenant Role, authenticated by the API server's TokenReview.
+
+Through the SDK: claim, commands, streaming, upload/download, count, release; wrong, revoked
+and cross-namespace tokens; the namespace quota; a replica stopped mid-stream while the
+session lives on and is reached again through another replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandfleet import Sandbox
+from sandfleet.errors import (
+    GatewayAuthError,
+    QuotaExceededError,
+    SandboxLostError,
+    SandfleetError,
+)
+from sandfleet.gateway.server import GatewayServer
+from sandfleet.gateway.settings import GatewaySettings
+from sandfleet.kube import KubeClient, KubeConfig
+from tests.cluster.cluster_access import ClusterUnderTest
+from tests.cluster.gateway.test_claims import create_pool
+from tests.cluster.kube_api import KubeApi
+from tests.cluster.operator_harness import (
+    OPERATOR_NAMESPACE,
+    POOLS,
+    SESSIONS,
+    OperatorProcess,
+    phase_is,
+    service_account_kubeconfig,
+    wait_no_leftovers,
+    wait_session,
+)
+
+pytestmark = pytest.mark.cluster
+
+GATEWAY_ACCOUNT = "sandfleet-gateway"
+TENANT_RULES = [
+    # The chart's sandfleet-session-editor Role (charts/sandfleet/templates/rbac): no Secrets,
+    # no pods/portforward, no pod writes.
+    {
+        "apiGroups": ["sandfleet.dev"],
+        "resources": ["sandboxsessions"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    {
+        "apiGroups": ["sandfleet.dev"],
+        "resources": ["sandboxsessions/status", "sandboxtemplates", "sandboxpools"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {"apiGroups": [""], "resources": ["pods", "pods/log", "events"], "verbs": ["get", "list"]},
+]
+StartGateway = Callable[..., Awaitable[GatewayServer]]
+
+
+async def tenant_token(kube: KubeApi, namespace: str, *, bound_secret: str | None = None) -> str:
+    """A token of ServiceAccount "tenant" in `namespace`, which holds only the tenant Role
+    there (made on first use). `bound_secret`: the token is bound to that Secret and stops
+    being valid when it is deleted (how a revoked or expired token looks to TokenReview)."""
+    base = f"/api/v1/namespaces/{namespace}"
+    rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}"
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "tenant"}}
+    if (await kube.request("GET", f"{base}/serviceaccounts/tenant")).status == 404:
+        await kube.checked("POST", f"{base}/serviceaccounts", account)
+        role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": "tenant"}, "rules": TENANT_RULES}  # fmt: skip
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "tenant"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant"},
+            "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": namespace}],
+        }
+        await kube.checked("POST", f"{rbac}/roles", role)
+        await kube.checked("POST", f"{rbac}/rolebindings", binding)
+    spec: dict[str, Any] = {"expirationSeconds": 3600}
+    if bound_secret is not None:
+        secret = await kube.checked(
+            "POST",
+            f"{base}/secrets",
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": bound_secret}},
+        )
+        spec["boundObjectRef"] = {
+            "apiVersion": "v1", "kind": "Secret",
+            "name": bound_secret, "uid": secret["metadata"]["uid"],
+        }  # fmt: skip
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
+    answer = await kube.checked("POST", f"{base}/serviceaccounts/tenant/token", request)
+    token: str = answer["status"]["token"]
+    return token
+
+
+@pytest.fixture
+async def start_gateway(
+    cluster_under_test: ClusterUnderTest,
+    kube: KubeApi,
+    operator: OperatorProcess,
+    session_key: bytes,
+    tmp_path: Path,
+) -> AsyncIterator[StartGateway]:
+    """Gateway replicas on 127.0.0.1 as the gateway's ServiceAccount, stopped after the test."""
+    kubeconfig = service_account_kubeconfig(
+        kube, cluster_under_test.kubeconfig, OPERATOR_NAMESPACE, GATEWAY_ACCOUNT,
+        tmp_path / "gateway.kubeconfig",
+    )  # fmt: skip
+    key_file = tmp_path / "session-key"
+    key_file.write_bytes(session_key)
+    running: list[tuple[GatewayServer, KubeClient]] = []
+
+    async def start(**settings: Any) -> GatewayServer:
+        from sandfleet.gateway.__main__ import build_claimer
+
+        values: dict[str, Any] = {
+            "host": "127.0.0.1", "port": 0, "http_host": "127.0.0.1", "http_port": 0,
+            "replica": f"gateway-{len(running)}", "session_key_file": key_file,
+            "shutdown_grace_seconds": 1.0,
+        }  # fmt: skip
+        gateway_settings = GatewaySettings(**(values | settings))
+        client = KubeClient(KubeConfig.load(kubeconfig))
+        server = GatewayServer(
+            gateway_settings,
+            kube=client,
+            claimer=build_claimer(client, gateway_settings, session_key),
+        )
+        await server.start()
+        running.append((server, client))
+        return server
+
+    yield start
+    for server, client in running:
+        with contextlib.suppress(Exception):
+            await server.stop(grace_s=0)
+        await client.close()
+
+
+async def wait_gone(kube: KubeApi, path: str, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while (await kube.request("GET", path)).status != 404:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} still exists after {timeout_s}s")
+        await asyncio.sleep(0.2)
+
+
+async def until_claimable(gateway: GatewayServer, namespace: str, pool: str, count: int) -> None:
+    deadline = time.monotonic() + 120
+    idle = gateway.claimer.idle  # type: ignore[attr-defined]
+    while len(idle.candidates(namespace, pool)) < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"pool {namespace}/{pool} never had {count} warm pods")
+        await asyncio.sleep(0.2)
+
+
+async def test_a_tenant_claims_uses_and_releases_a_sandbox_through_the_gateway(
+    kube: KubeApi, namespace: str, start_gateway: StartGateway, tmp_path: Path
+) -> None:
+    await create_pool(kube, namespace, "warm", 2)
+    gateway = await start_gateway()
+    token = await tenant_token(kube, namespace)
+    await until_claimable(gateway, namespace, "warm", 2)
+
+    started = time.perf_counter()
+    sandbox = await Sandbox.on_cluster(
+        namespace, pool="warm", gateway=gateway.address, token=token, env={"GREETING": "hi"},
+        files={"in/task.txt": "the task\n"},
+    )  # fmt: skip
+    async with sandbox:
+        first = await sandbox.bash("echo $GREETING; cat in/task.txt; whoami")
+        claim_to_first_s = time.perf_counter() - started
+        assert first.stdout.split()[:4] == ["hi", "the", "task", first.stdout.split()[3]]
+        assert first.exit_code == 0
+        assert sandbox.session.warm  # type: ignore[union-attr]
+        # The session is a real SandboxSession that kubectl sees Ready on the claimed pod.
+        body = await wait_session(kube, namespace, sandbox.name, phase_is("Ready"), timeout_s=30)
+        assert body["status"]["podName"] == sandbox.session.pod  # type: ignore[union-attr]
+
+        # Streaming: chunks arrive before the command ends.
+        chunks: list[tuple[float, str]] = []
+        async for item in sandbox.client.stream_command(
+            "for i in 1 2 3; do echo $i; sleep 0.3; done"
+        ):
+            if isinstance(item, tuple):
+                chunks.append((time.monotonic(), item[1]))
+        assert "".join(text for _, text in chunks).split() == ["1", "2", "3"]
+        assert chunks[-1][0] - chunks[0][0] > 0.3
+
+        # Files both ways, bytes exact through the proxy.
+        payload = secrets.token_bytes(3 * 1024 * 1024 + 7)
+        await sandbox.upload(payload, "/testbed/blob.bin")
+        local = tmp_path / "blob.bin"
+        assert await sandbox.download("/testbed/blob.bin", local) == len(payload)
+        assert local.read_bytes() == payload
+        assert (await sandbox.call_tool("str_replace_editor", {
+            "command": "view", "path": "/testbed/in/task.txt",
+        })).count("the task") == 1  # fmt: skip
+    assert claim_to_first_s < 5, claim_to_first_s  # generous: this is a correctness test
+
+    # Closing released the session; the operator reclaims everything it had (and the pool's
+    # own objects go with the pool).
+    await wait_gone(kube, f"{SESSIONS.format(ns=namespace)}/{sandbox.name}")
+    await kube.checked("DELETE", f"{POOLS.format(ns=namespace)}/warm")
+    await wait_no_leftovers(kube, namespace, timeout_s=60)
+
+
+async def test_many_at_once_then_a_full_quota_is_refused_with_the_limit_named(
+    kube: KubeApi, namespace: str, start_gateway: StartGateway
+) -> None:
+    await create_pool(kube, namespace, "warm", 4)
+    gateway = await start_gateway(quotas={namespace: 3})
+    token = await tenant_token(kube, namespace)
+    await until_claimable(gateway, namespace, "warm", 3)
+
+    sandboxes = await Sandbox.on_cluster_many(
+        3, namespace, pool="warm", gateway=gateway.address, token=token
+    )
+    try:
+        pods = {s.session.pod for s in sandboxes}  # type: ignore[union-attr]
+        assert len(pods) == 3
+        outputs = await asyncio.gather(*(s.bash("hostname") for s in sandboxes))
+        assert {o.stdout.strip() for o in outputs} == pods
+        with pytest.raises(QuotaExceededError, match=rf"{namespace}.*3 of its 3"):
+            await Sandbox.on_cluster(namespace, pool="warm", gateway=gateway.address, token=token)
+    finally:
+        await asyncio.gather(*(s.close() for s in sandboxes))
+    await kube.checked("DELETE", f"{POOLS.format(ns=namespace)}/warm")
+    await wait_no_leftovers(kube, namespace, timeout_s=60)
+
+
+async def test_wrong_revoked_and_cross_namespace_tokens_are_refused_clearly(
+    kube: KubeApi, namespace: str, start_gateway: StartGateway
+) -> None:
+    other = f"{namespace}-other"
+    await kube.checked(
+        "POST", "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}},
+    )  # fmt: skip
+    try:
+        gateway = await start_gateway()
+        good = await tenant_token(kube, namespace)
+        revoked = await tenant_token(kube, namespace, bound_secret="revoke-me")
+        await kube.checked("DELETE", f"/api/v1/namespaces/{namespace}/secrets/revoke-me")
+
+        with pytest.raises(GatewayAuthError, match="not accepted"):
+            await Sandbox.on_cluster(namespace, gateway=gateway.address, token="not-a-token")
+        # TokenReview refuses a token whose bound object is gone (as it refuses expired ones).
+        with pytest.raises(GatewayAuthError, match="not accepted"):
+            await Sandbox.on_cluster(namespace, gateway=gateway.address, token=revoked)
+        with pytest.raises(GatewayAuthError, match=rf"may not create sandboxsessions.*{other}"):
+            await Sandbox.on_cluster(other, gateway=gateway.address, token=good)
+    finally:
+        await kube.request("DELETE", f"/api/v1/namespaces/{other}")
+
+
+async def test_a_replica_stopped_mid_stream_fails_the_stream_clearly_and_another_serves_on(
+    kube: KubeApi, namespace: str, start_gateway: StartGateway
+) -> None:
+    await create_pool(kube, namespace, "warm", 1)
+    first, second = await start_gateway(), await start_gateway()
+    token = await tenant_token(kube, namespace)
+    await until_claimable(first, namespace, "warm", 1)
+    sandbox = await Sandbox.on_cluster(namespace, pool="warm", gateway=first.address, token=token)
+    try:
+        seen: list[str] = []
+
+        async def follow() -> None:
+            async for item in sandbox.client.stream_command(
+                "for i in $(seq 50); do echo $i; sleep 0.2; done"
+            ):
+                if isinstance(item, tuple):
+                    seen.append(item[1])
+                    if len(seen) == 2:
+                        asyncio.get_running_loop().call_soon(
+                            lambda: asyncio.ensure_future(first.stop(grace_s=0))
+                        )
+
+        with pytest.raises(SandfleetError) as caught:
+            await asyncio.wait_for(follow(), 30)
+        assert isinstance(caught.value, SandboxLostError), caught.value
+        assert str(caught.value), "the error says what happened"
+
+        # The session lives on (the gateway holds no state of it) ...
+        await wait_session(kube, namespace, sandbox.name, phase_is("Ready"), timeout_s=10)
+        # ... and the client goes on through the other replica with the same session.
+        again = await Sandbox.connect_session(
+            sandbox.name, namespace, gateway=second.address, token=token
+        )
+        async with again:
+            assert (await again.bash("echo still here")).stdout == "still here\n"
+    finally:
+        # Its release would go to the stopped replica: delete the session as an admin.
+        await kube.request(
+            "DELETE",
+            f"/apis/sandfleet.dev/v1alpha1/namespaces/{namespace}/sandboxsessions/{sandbox.name}",
+        )
