@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sandfleet import Sandbox
+from sandfleet.errors import SandboxLostError
 from tests.cluster.chart_install import (
     BRIDGE_HOST,
     SANDBOX_SELECTOR,
@@ -27,6 +29,7 @@ from tests.cluster.chart_install import (
     values_for_test_cluster,
 )
 from tests.cluster.chart_release import (
+    GATEWAY,
     OPERATOR,
     POOLS,
     RELEASE,
@@ -35,6 +38,7 @@ from tests.cluster.chart_release import (
     Installation,
     exec_python,
     fetch_trajectory,
+    gateway_pods,
     install_values,
     operator_pods,
     raw_session,
@@ -42,6 +46,12 @@ from tests.cluster.chart_release import (
     uninstall_whatever_it_takes,
 )
 from tests.cluster.cluster_access import ClusterUnderTest, unavailable
+from tests.cluster.gateway_clients import (
+    run_in_client,
+    service_address,
+    start_client_pod,
+    tenant_claim_script,
+)
 from tests.cluster.helm_cli import (
     CHART_DIR,
     Helm,
@@ -416,6 +426,78 @@ async def test_two_replicas_peer_through_the_kopf_peerings_the_chart_creates(
     finally:
         await helm.run_async(*upgrade, *helm.values_args(values=install_values(installation)))
     assert len(await operator_pods(kube, ns)) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+async def test_a_tenant_pod_claims_through_the_gateway_service_and_cannot_reach_sandboxes_directly(
+    kube: KubeApi, kubectl: Kubectl, installation: Installation
+) -> None:
+    ns = installation.tenant_a
+    gateways = await gateway_pods(kube, installation.namespace)
+    assert len(gateways) == 2 and all(p["status"]["phase"] == "Running" for p in gateways)
+    address = await service_address(kube, installation.namespace, GATEWAY, "grpc")
+    client = f"client-{secrets.token_hex(3)}"
+    await start_client_pod(kube, ns, client, installation.operator_image, "tenant-bot")
+    try:
+        script = tenant_claim_script(ns, address, "warm")
+        result = await run_in_client(kubectl, ns, client, script, timeout_s=300)
+    finally:
+        await kube.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{client}")
+    assert result["stdout"].startswith("from-tenant-pod\n"), result
+    assert result["roundtrip"] is True
+    # The pool's NetworkPolicy admits the gateway and the operator, not a tenant's own pod.
+    assert result["direct"].startswith("blocked"), result
+    await kube.wait_for(
+        f"{SESSIONS.format(ns=ns)}/{result['session']}", lambda r: r.status == 404, 60
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+async def test_a_gateway_replica_killed_mid_stream_loses_only_that_stream(
+    kube: KubeApi, installation: Installation
+) -> None:
+    ns = installation.tenant_a
+    token = (
+        await kube.checked(
+            "POST",
+            f"/api/v1/namespaces/{ns}/serviceaccounts/tenant-bot/token",
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": 900},
+            },
+        )
+    )["status"]["token"]
+    victim = (await gateway_pods(kube, installation.namespace))[0]
+    direct = f"{victim['status']['podIP']}:50052"
+    service = await service_address(kube, installation.namespace, GATEWAY, "grpc")
+    sandbox = await Sandbox.on_cluster(ns, pool="warm", gateway=direct, token=token)
+    seen: list[str] = []
+    try:
+
+        async def follow() -> None:
+            command = "for i in $(seq 100); do echo $i; sleep 0.2; done"
+            async for item in sandbox.client.stream_command(command):
+                if isinstance(item, tuple):
+                    seen.append(item[1])
+                    if len(seen) == 2:
+                        await kube.checked(
+                            "DELETE",
+                            f"/api/v1/namespaces/{installation.namespace}/pods/"
+                            f"{victim['metadata']['name']}?gracePeriodSeconds=1",
+                        )
+
+        with pytest.raises(SandboxLostError):
+            await asyncio.wait_for(follow(), 60)
+        body = await kube.checked("GET", f"{SESSIONS.format(ns=ns)}/{sandbox.name}")
+        assert body["status"]["phase"] == "Ready"
+        again = await Sandbox.connect_session(sandbox.name, ns, gateway=service, token=token)
+        async with again:
+            assert (await again.bash("echo after the replica died")).exit_code == 0
+    finally:
+        await kube.request("DELETE", f"{SESSIONS.format(ns=ns)}/{sandbox.name}")
 
 
 @pytest.mark.slow
