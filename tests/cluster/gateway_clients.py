@@ -13,6 +13,21 @@ from tests.cluster.kube_api import JsonObject, KubeApi
 
 PYTHON = "/opt/sandfleet/bin/python"
 CLIENT_CONTAINER = "client"
+TENANT_RULES = [
+    # The chart's sandfleet-session-editor Role (charts/sandfleet/templates/rbac): no Secrets,
+    # no pods/portforward, no pod writes.
+    {
+        "apiGroups": ["sandfleet.dev"],
+        "resources": ["sandboxsessions"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    {
+        "apiGroups": ["sandfleet.dev"],
+        "resources": ["sandboxsessions/status", "sandboxtemplates", "sandboxpools"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {"apiGroups": [""], "resources": ["pods", "pods/log", "events"], "verbs": ["get", "list"]},
+]
 
 
 async def start_client_pod(
@@ -108,3 +123,40 @@ async def service_address(kube: KubeApi, namespace: str, name: str, port_name: s
     service = await kube.checked("GET", f"/api/v1/namespaces/{namespace}/services/{name}")
     port = next(p["port"] for p in service["spec"]["ports"] if p["name"] == port_name)
     return f"{service['spec']['clusterIP']}:{port}"
+
+
+async def tenant_token(kube: KubeApi, namespace: str, *, bound_secret: str | None = None) -> str:
+    """A token of ServiceAccount "tenant" in `namespace`, which holds only the tenant Role
+    there (made on first use). `bound_secret`: the token is bound to that Secret and stops
+    being valid when it is deleted (how a revoked or expired token looks to TokenReview)."""
+    base = f"/api/v1/namespaces/{namespace}"
+    rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}"
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "tenant"}}
+    if (await kube.request("GET", f"{base}/serviceaccounts/tenant")).status == 404:
+        await kube.checked("POST", f"{base}/serviceaccounts", account)
+        role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": "tenant"}, "rules": TENANT_RULES}  # fmt: skip
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "tenant"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant"},
+            "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": namespace}],
+        }
+        await kube.checked("POST", f"{rbac}/roles", role)
+        await kube.checked("POST", f"{rbac}/rolebindings", binding)
+    spec: dict[str, Any] = {"expirationSeconds": 3600}
+    if bound_secret is not None:
+        secret = await kube.checked(
+            "POST",
+            f"{base}/secrets",
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": bound_secret}},
+        )
+        spec["boundObjectRef"] = {
+            "apiVersion": "v1", "kind": "Secret",
+            "name": bound_secret, "uid": secret["metadata"]["uid"],
+        }  # fmt: skip
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
+    answer = await kube.checked("POST", f"{base}/serviceaccounts/tenant/token", request)
+    token: str = answer["status"]["token"]
+    return token

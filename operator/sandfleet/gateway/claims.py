@@ -141,14 +141,21 @@ class Claimer:
                 token = derive_session_token(
                     self._settings.session_key, spec.namespace, name, pod_name
                 )
-                try:
-                    await self._bind(client, spec, name, token, workdir)
-                    await self._create_session(spec, name, pod_name, pool)
-                except BaseException:
+                # The pod is ours from here on: bind it and write its session at once (the
+                # operator's adoption needs neither to wait for the other).
+                bound, created = await asyncio.gather(
+                    self._bind(client, spec, name, token, workdir),
+                    self._create_session(spec, name, pod_name, pool),
+                    return_exceptions=True,
+                )
+                failure = next((r for r in (bound, created) if isinstance(r, BaseException)), None)
+                if failure is not None:
                     # The pod may hold the caller's files and a half-made binding: never
-                    # hand it out again (the pool refills).
+                    # hand it out again (the pool refills), nor the session made for it.
+                    if not isinstance(created, BaseException):
+                        await self.release(spec.namespace, [name])
                     await self._delete_pod(spec.namespace, pod_name)
-                    raise
+                    raise failure
             finally:
                 await client.close()
             ip = pod_ip(pod)

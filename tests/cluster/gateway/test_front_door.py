@@ -32,6 +32,7 @@ from sandfleet.gateway.settings import GatewaySettings
 from sandfleet.kube import KubeClient, KubeConfig
 from tests.cluster.cluster_access import ClusterUnderTest
 from tests.cluster.gateway.test_claims import create_pool
+from tests.cluster.gateway_clients import tenant_token
 from tests.cluster.kube_api import KubeApi
 from tests.cluster.operator_harness import (
     OPERATOR_NAMESPACE,
@@ -47,59 +48,7 @@ from tests.cluster.operator_harness import (
 pytestmark = pytest.mark.cluster
 
 GATEWAY_ACCOUNT = "sandfleet-gateway"
-TENANT_RULES = [
-    # The chart's sandfleet-session-editor Role (charts/sandfleet/templates/rbac): no Secrets,
-    # no pods/portforward, no pod writes.
-    {
-        "apiGroups": ["sandfleet.dev"],
-        "resources": ["sandboxsessions"],
-        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
-    },
-    {
-        "apiGroups": ["sandfleet.dev"],
-        "resources": ["sandboxsessions/status", "sandboxtemplates", "sandboxpools"],
-        "verbs": ["get", "list", "watch"],
-    },
-    {"apiGroups": [""], "resources": ["pods", "pods/log", "events"], "verbs": ["get", "list"]},
-]
 StartGateway = Callable[..., Awaitable[GatewayServer]]
-
-
-async def tenant_token(kube: KubeApi, namespace: str, *, bound_secret: str | None = None) -> str:
-    """A token of ServiceAccount "tenant" in `namespace`, which holds only the tenant Role
-    there (made on first use). `bound_secret`: the token is bound to that Secret and stops
-    being valid when it is deleted (how a revoked or expired token looks to TokenReview)."""
-    base = f"/api/v1/namespaces/{namespace}"
-    rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}"
-    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "tenant"}}
-    if (await kube.request("GET", f"{base}/serviceaccounts/tenant")).status == 404:
-        await kube.checked("POST", f"{base}/serviceaccounts", account)
-        role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                "metadata": {"name": "tenant"}, "rules": TENANT_RULES}  # fmt: skip
-        binding = {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "tenant"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant"},
-            "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": namespace}],
-        }
-        await kube.checked("POST", f"{rbac}/roles", role)
-        await kube.checked("POST", f"{rbac}/rolebindings", binding)
-    spec: dict[str, Any] = {"expirationSeconds": 3600}
-    if bound_secret is not None:
-        secret = await kube.checked(
-            "POST",
-            f"{base}/secrets",
-            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": bound_secret}},
-        )
-        spec["boundObjectRef"] = {
-            "apiVersion": "v1", "kind": "Secret",
-            "name": bound_secret, "uid": secret["metadata"]["uid"],
-        }  # fmt: skip
-    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
-    answer = await kube.checked("POST", f"{base}/serviceaccounts/tenant/token", request)
-    token: str = answer["status"]["token"]
-    return token
 
 
 @pytest.fixture

@@ -1,0 +1,1 @@
+"""The gateway benchmark (bench.bench_gateway): its process, its rounds."""
