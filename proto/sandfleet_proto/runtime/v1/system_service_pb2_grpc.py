@@ -46,6 +46,11 @@ class SystemServiceStub:
                 request_serializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.BindSessionRequest.SerializeToString,
                 response_deserializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.BindSessionResponse.FromString,
                 _registered_method=True)
+        self.Reset = channel.unary_unary(
+                '/sandfleet.runtime.v1.SystemService/Reset',
+                request_serializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.ResetRequest.SerializeToString,
+                response_deserializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.ResetResponse.FromString,
+                _registered_method=True)
 
 
 class SystemServiceServicer:
@@ -71,6 +76,19 @@ class SystemServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Reset(self, request, context):
+        """Reset returns the sandbox to its pristine state for the next rollout of the same
+        session: every bash session is closed, every process the sandbox started is killed
+        (daemons that called setsid included), detached commands and their results are
+        dropped, the working tree is put back as it was when the runtime started (or at the
+        last RestoreTree with as_baseline), the editor's undo history is cleared and the idle
+        clock restarts. The token, the binding and its environment stay. FAILED_PRECONDITION
+        when the runtime could not capture its working tree at start (too large).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SystemServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -83,6 +101,11 @@ def add_SystemServiceServicer_to_server(servicer, server):
                     servicer.BindSession,
                     request_deserializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.BindSessionRequest.FromString,
                     response_serializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.BindSessionResponse.SerializeToString,
+            ),
+            'Reset': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reset,
+                    request_deserializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.ResetRequest.FromString,
+                    response_serializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.ResetResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -141,6 +164,33 @@ class SystemService:
             '/sandfleet.runtime.v1.SystemService/BindSession',
             sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.BindSessionRequest.SerializeToString,
             sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.BindSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reset(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandfleet.runtime.v1.SystemService/Reset',
+            sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.ResetRequest.SerializeToString,
+            sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.ResetResponse.FromString,
             options,
             channel_credentials,
             insecure,

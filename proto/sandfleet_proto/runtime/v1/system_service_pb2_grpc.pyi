@@ -44,6 +44,15 @@ class SystemServiceStub:
     restarts. The call carries the current token; binding again (rotating once more) is
     allowed. INVALID_ARGUMENT (nothing changed) for a short token or a bad variable name.
     """
+    Reset: _grpc.UnaryUnaryMultiCallable[_system_service_pb2.ResetRequest, _system_service_pb2.ResetResponse]
+    """Reset returns the sandbox to its pristine state for the next rollout of the same
+    session: every bash session is closed, every process the sandbox started is killed
+    (daemons that called setsid included), detached commands and their results are
+    dropped, the working tree is put back as it was when the runtime started (or at the
+    last RestoreTree with as_baseline), the editor's undo history is cleared and the idle
+    clock restarts. The token, the binding and its environment stay. FAILED_PRECONDITION
+    when the runtime could not capture its working tree at start (too large).
+    """
 
 @_typing.type_check_only
 class SystemServiceAsyncStub(SystemServiceStub):
@@ -60,6 +69,15 @@ class SystemServiceAsyncStub(SystemServiceStub):
     session's environment, the bash sessions open before are closed, and the idle clock
     restarts. The call carries the current token; binding again (rotating once more) is
     allowed. INVALID_ARGUMENT (nothing changed) for a short token or a bad variable name.
+    """
+    Reset: _aio.UnaryUnaryMultiCallable[_system_service_pb2.ResetRequest, _system_service_pb2.ResetResponse]  # type: ignore[assignment]
+    """Reset returns the sandbox to its pristine state for the next rollout of the same
+    session: every bash session is closed, every process the sandbox started is killed
+    (daemons that called setsid included), detached commands and their results are
+    dropped, the working tree is put back as it was when the runtime started (or at the
+    last RestoreTree with as_baseline), the editor's undo history is cleared and the idle
+    clock restarts. The token, the binding and its environment stay. FAILED_PRECONDITION
+    when the runtime could not capture its working tree at start (too large).
     """
 
 class SystemServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -86,6 +104,21 @@ class SystemServiceServicer(metaclass=_abc_1.ABCMeta):
         session's environment, the bash sessions open before are closed, and the idle clock
         restarts. The call carries the current token; binding again (rotating once more) is
         allowed. INVALID_ARGUMENT (nothing changed) for a short token or a bad variable name.
+        """
+
+    @_abc_1.abstractmethod
+    def Reset(
+        self,
+        request: _system_service_pb2.ResetRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_system_service_pb2.ResetResponse, _abc.Awaitable[_system_service_pb2.ResetResponse]]:
+        """Reset returns the sandbox to its pristine state for the next rollout of the same
+        session: every bash session is closed, every process the sandbox started is killed
+        (daemons that called setsid included), detached commands and their results are
+        dropped, the working tree is put back as it was when the runtime started (or at the
+        last RestoreTree with as_baseline), the editor's undo history is cleared and the idle
+        clock restarts. The token, the binding and its environment stay. FAILED_PRECONDITION
+        when the runtime could not capture its working tree at start (too large).
         """
 
 def add_SystemServiceServicer_to_server(servicer: SystemServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
