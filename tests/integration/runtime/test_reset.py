@@ -50,7 +50,9 @@ async def test_reset_leaves_no_process_file_variable_or_undo_of_the_previous_rol
 ) -> None:
     pristine = tree_picture(tree)
     await client.bind_session(secrets.token_urlsafe(24), {"TASK": "t1"}, session="ns/s")
-    setsid_pid = int((await client.run_command("setsid sleep 300 >/dev/null 2>&1 & echo $!")).stdout)
+    setsid_pid = int(
+        (await client.run_command("setsid sleep 300 >/dev/null 2>&1 & echo $!")).stdout
+    )
     nohup_pid = int(
         (await client.run_command("nohup sleep 301 >/dev/null 2>&1 & echo $!", session="b")).stdout
     )
@@ -141,7 +143,7 @@ async def test_the_agent_kills_a_daemon_that_left_its_session_and_cleared_its_en
         )
         pid = int(started.stdout)
         assert await eventually(lambda: _parent(pid) == proc.pid, 5.0)
-        assert b"SANDFLEET_SESSION_ID" not in Path(f"/proc/{pid}/environ").read_bytes()
+        assert b"SANDFLEET_SESSION_ID" not in _environ(pid)
 
         report = await client.reset()
 
@@ -151,6 +153,11 @@ async def test_the_agent_kills_a_daemon_that_left_its_session_and_cleared_its_en
         await client.close()
         proc.terminate()
         await asyncio.to_thread(proc.wait, 10)
+
+
+def _environ(pid: int) -> bytes:
+    with open(f"/proc/{pid}/environ", "rb") as environ:
+        return environ.read()
 
 
 def _parent(pid: int) -> int:

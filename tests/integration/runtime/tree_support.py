@@ -1,4 +1,4 @@
-"""Helpers for the reset and snapshot tests: a sample working tree and a comparable picture of one."""
+"""Helpers for the reset and snapshot tests: a sample tree and a comparable picture of one."""
 
 from __future__ import annotations
 
