@@ -24,7 +24,13 @@ from pathlib import Path
 
 from sandfleet_runtime.errors import FailedPreconditionError
 
-__all__ = ["DEFAULT_BASELINE_MAX_BYTES", "Baseline", "BaselineUnavailableError", "TreeRepair"]
+__all__ = [
+    "DEFAULT_BASELINE_MAX_BYTES",
+    "Baseline",
+    "BaselineUnavailableError",
+    "TreeRepair",
+    "walk_tree",
+]
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +67,13 @@ class TreeRepair:
     restored: int
 
 
-def _walk(root: Path) -> list[tuple[str, os.stat_result]]:
-    """(relative path, lstat) of everything below root, parents before children."""
+def walk_tree(root: Path) -> list[tuple[str, os.stat_result]]:
+    """(relative path, lstat) of everything below root, parents before children.
+
+    Like `find -xdev`: a file system mounted inside the tree (a volume, /proc when the tree
+    is /) is neither listed nor entered, so nothing here captures, archives or deletes it.
+    """
+    device = root.stat().st_dev
     found: list[tuple[str, os.stat_result]] = []
     pending = [""]
     while pending:
@@ -77,6 +88,8 @@ def _walk(root: Path) -> list[tuple[str, os.stat_result]]:
             for entry in entries:
                 path = f"{relative}/{entry.name}" if relative else entry.name
                 info = entry.stat(follow_symlinks=False)
+                if info.st_dev != device:
+                    continue
                 found.append((path, info))
                 if stat.S_ISDIR(info.st_mode):
                     pending.append(path)
@@ -122,6 +135,10 @@ class Baseline:
             raise BaselineUnavailableError(
                 "Reset is disabled on this runtime (--reset-baseline-max-bytes 0)."
             )
+        if root.resolve() == Path("/"):
+            raise BaselineUnavailableError(
+                "The working directory is /; reset needs a dedicated working directory (--workdir)."
+            )
         try:
             return cls._capture(root, max_bytes)
         except OSError as error:
@@ -133,7 +150,7 @@ class Baseline:
     def _capture(cls, root: Path, max_bytes: int) -> Baseline:
         entries: dict[str, _Entry] = {}
         total = 0
-        for relative, info in _walk(root):
+        for relative, info in walk_tree(root):
             if len(entries) >= MAX_BASELINE_ENTRIES:
                 raise BaselineUnavailableError(
                     f"The working tree {root} holds more than {MAX_BASELINE_ENTRIES} paths,"
@@ -163,7 +180,7 @@ class Baseline:
         """Removes what the baseline lacks and rewrites what differs. Blocking (worker thread)."""
         removed = 0
         seen: dict[str, os.stat_result] = {}
-        for relative, info in _walk(self.root):
+        for relative, info in walk_tree(self.root):
             entry = self._entries.get(relative)
             if entry is None or entry.kind != stat.S_IFMT(info.st_mode):
                 if self._inside_removed(relative, seen):

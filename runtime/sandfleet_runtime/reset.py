@@ -21,9 +21,10 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from pathlib import Path
 
+from sandfleet_runtime import tree_archive
 from sandfleet_runtime.baseline import Baseline, BaselineUnavailableError
 from sandfleet_runtime.bash.detached import DetachedCommands
 from sandfleet_runtime.bash.limits import SessionLimits
@@ -100,12 +101,18 @@ class Resetter:
         self._owns_process = owns_process
         self._lock = asyncio.Lock()
 
-    async def recapture(self) -> None:
-        """Makes the working tree as it is now the one later resets return to."""
+    async def restore_tree(
+        self, chunks: AsyncIterator[bytes], *, as_baseline: bool
+    ) -> tree_archive.RestoredTree:
+        """RestoreTree, never at the same time as a reset (which would undo it half-way);
+        `as_baseline` makes the restored tree the one later resets return to."""
         async with self._lock:
-            self._baseline = await asyncio.to_thread(
-                _capture, self._workdir, self._baseline_max_bytes
-            )
+            restored = await tree_archive.restore_tree(self._workdir, chunks)
+            if as_baseline:
+                self._baseline = await asyncio.to_thread(
+                    _capture, self._workdir, self._baseline_max_bytes
+                )
+        return restored
 
     async def reset(self) -> ResetReport:
         """Raises FailedPreconditionError (nothing changed) when there is no baseline."""
@@ -115,7 +122,9 @@ class Resetter:
         async with self._lock:
             started = time.monotonic()
             victims = await asyncio.to_thread(self._victims)
-            closed = await self._sessions.close_open()
+            closed = await self._sessions.close_open(
+                "[The sandbox was reset for the next rollout; this command was stopped.]"
+            )
             dropped = await self._detached.drop_all()
             await asyncio.to_thread(self._kill_rest)
             repair = await asyncio.to_thread(baseline.restore)

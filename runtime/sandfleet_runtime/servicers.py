@@ -372,9 +372,10 @@ class FileServicer(file_grpc.FileServiceServicer):
                     raise InvalidArgumentError("only the first message may be a header")
                 yield message.chunk
 
-        restored = await _call(context, lambda: tree_archive.restore_tree(self._workdir, chunks()))
-        if first.header.as_baseline:
-            await self._resetter.recapture()
+        restored = await _call(
+            context,
+            lambda: self._resetter.restore_tree(chunks(), as_baseline=first.header.as_baseline),
+        )
         self._activity.touch()
         return file_pb.RestoreTreeResponse(entries=restored.entries, bytes=restored.bytes)
 

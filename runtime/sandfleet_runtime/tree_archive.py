@@ -22,7 +22,8 @@ import threading
 from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 
-from sandfleet_runtime.errors import InvalidArgumentError
+from sandfleet_runtime.baseline import walk_tree
+from sandfleet_runtime.errors import FailedPreconditionError, InvalidArgumentError
 
 __all__ = ["ARCHIVE_CHUNK_BYTES", "RestoredTree", "restore_tree", "snapshot_tree"]
 
@@ -76,8 +77,9 @@ def _archivable(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
 
 def _write_archive(root: Path, writer: _QueueWriter) -> None:
     with tarfile.open(fileobj=writer, mode="w|", format=tarfile.PAX_FORMAT) as archive:  # type: ignore[call-overload]
-        for name in sorted(os.listdir(root)):
-            archive.add(root / name, arcname=name, recursive=True, filter=_archivable)
+        for relative, _ in walk_tree(root):
+            if not relative.startswith(STAGING_PREFIX):  # a RestoreTree in progress
+                archive.add(root / relative, arcname=relative, recursive=False, filter=_archivable)
     writer.finish()
 
 
@@ -178,7 +180,7 @@ def _swap_in(root: Path, staging: Path) -> None:
     """Replaces everything in `root` but `staging` with what `staging` holds."""
     for name in os.listdir(root):
         path = root / name
-        if path == staging:
+        if path == staging or os.path.ismount(path):  # a mounted volume is not the tree's
             continue
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
@@ -194,6 +196,10 @@ async def restore_tree(root: Path, chunks: AsyncIterator[bytes]) -> RestoredTree
 
     InvalidArgumentError (tree unchanged) for anything but a safe tar archive.
     """
+    if root.parent == root:  # "/" (the runtime passes the resolved working directory)
+        raise FailedPreconditionError(
+            "The working directory is /; restoring a tree needs a dedicated working directory."
+        )
     staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=root))
     pipe: queue.Queue[bytes | None] = queue.Queue(_QUEUE_CHUNKS)
     stop = threading.Event()

@@ -145,10 +145,14 @@ class BashSessions:
         # A new dict, not an update: each open session's config keeps the one it started with.
         self._env = {**self._base_env, **env}
 
-    async def close_open(self) -> int:
-        """Closes every open session, leaving the runtime serving; returns how many there were."""
+    async def close_open(
+        self, note: str = "[The sandbox was bound to a new session; this command was stopped.]"
+    ) -> int:
+        """Closes every open session, leaving the runtime serving; returns how many there were.
+
+        `note` ends the output of a command that was running.
+        """
         sessions, self._sessions = list(self._sessions.values()), {}
-        note = "[The sandbox was bound to a new session; this command was stopped.]"
         await asyncio.gather(*(found.terminate(closing=True, note=note) for found in sessions))
         return len(sessions)
 

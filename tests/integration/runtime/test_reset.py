@@ -142,7 +142,8 @@ async def test_the_agent_kills_a_daemon_that_left_its_session_and_cleared_its_en
             "( env -i setsid sleep 302 >/dev/null 2>&1 & echo $! )", timeout_s=10
         )
         pid = int(started.stdout)
-        assert await eventually(lambda: _parent(pid) == proc.pid, 5.0)
+        # Re-parented to the agent, and past env's exec (before it, environ is the shell's).
+        assert await eventually(lambda: _parent(pid) == proc.pid and _comm(pid) == "sleep", 5.0)
         assert b"SANDFLEET_SESSION_ID" not in _environ(pid)
 
         report = await client.reset()
@@ -153,6 +154,14 @@ async def test_the_agent_kills_a_daemon_that_left_its_session_and_cleared_its_en
         await client.close()
         proc.terminate()
         await asyncio.to_thread(proc.wait, 10)
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as comm:
+            return comm.read().strip()
+    except OSError:
+        return ""
 
 
 def _environ(pid: int) -> bytes:

@@ -13,7 +13,8 @@ BINARY = bytes(range(256)) * 64
 
 
 def make_sample_tree(root: Path) -> None:
-    """Binary and text files with several modes, a symlink inside, an empty directory."""
+    """Binary and text files with several modes, symlinks and a hard link inside, an empty
+    directory."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "notes.txt").write_text("first line\nsecond line\n")
     (root / "src").mkdir()
@@ -27,6 +28,7 @@ def make_sample_tree(root: Path) -> None:
     (root / "empty").mkdir()
     (root / "link-to-notes").symlink_to("notes.txt")
     (root / "src" / "link-up").symlink_to("../notes.txt")
+    os.link(root / "src" / "data.bin", root / "data-hardlink.bin")
 
 
 def tree_picture(root: Path) -> dict[str, tuple[str, int, bytes]]:
