@@ -445,6 +445,19 @@ class RuntimeClient:
             duration_s=resp.duration_seconds,
         )
 
+    async def capture_baseline(self) -> tuple[int, int]:
+        """Make the working tree as it is now the one `reset()` returns to (e.g. after
+        uploading a task's files); returns (paths, bytes) kept. A later bind_session goes
+        back to the image's tree. ToolError (FAILED_PRECONDITION) when the tree is too large."""
+        resp = await self._rpc(
+            lambda: self._system.CaptureBaseline(
+                system_pb.CaptureBaselineRequest(),
+                metadata=self._metadata,
+                timeout=self._rpc_timeout_s,
+            )
+        )
+        return resp.paths, resp.bytes
+
     async def snapshot(self) -> AsyncGenerator[bytes, None]:
         """The working tree as a tar archive, chunk by chunk (closing early cancels it)."""
         call = self._files.SnapshotTree(file_pb.SnapshotTreeRequest(), metadata=self._metadata)
@@ -509,9 +522,11 @@ class RuntimeClient:
         timeout_s: float = 0,
         max_output_chars: int = 0,
     ) -> CommandResult:
-        """`run_command` under a caller-chosen id: if this call drops (SandboxLostError),
-        the command keeps running and `attach_command(command_id)` gets its result, once.
-        ToolError (ALREADY_EXISTS) while a command with that id is running or uncollected."""
+        """`run_command` under a caller-chosen id: if this call drops (SandboxLostError, or
+        CancelledError when the channel is closed), the command keeps running and
+        `attach_command(command_id)` gets its result, once. NOT_FOUND from that attach means
+        the command never reached the runtime: run it again. ToolError (ALREADY_EXISTS)
+        while a command with that id is running or uncollected."""
         with _model_text():
             request = bash_pb.RunCommandRequest(
                 session=session,

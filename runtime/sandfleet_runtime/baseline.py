@@ -128,6 +128,10 @@ class Baseline:
         self.size = size
         """Bytes of file content held."""
 
+    @property
+    def paths(self) -> int:
+        return len(self._entries)
+
     @classmethod
     def capture(cls, root: Path, *, max_bytes: int = DEFAULT_BASELINE_MAX_BYTES) -> Baseline:
         """Reads the tree below `root`; BaselineUnavailableError past `max_bytes` of content."""

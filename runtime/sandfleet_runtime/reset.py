@@ -1,10 +1,14 @@
 """Reset: the sandbox back to its pristine state between two rollouts of the same session.
 
 Pristine means: no bash session, no process the sandbox started, the working tree as the
-image shipped it (the baseline captured when the runtime started, or the tree a
-RestoreTree made the baseline), no editor undo history, no detached command, the idle
-clock restarted. What stays is the binding: token, session name and its environment, so
-a reset never hands the sandbox to anyone else.
+image shipped it (the baseline captured when the runtime started), no editor undo
+history, no detached command, the idle clock restarted. What stays is the binding: token,
+session name and its environment, so a reset never hands the sandbox to anyone else.
+
+The session may move its baseline forward ("prepare once, reset per rollout"):
+CaptureBaseline after uploading a task's files, or RestoreTree with as_baseline for a
+forked tree. BindSession puts the image's baseline back, so no session resets into what
+another one prepared.
 
 Processes: closing the bash sessions kills each session's processes (descendants, the
 shells' Unix sessions, and everything carrying a session's marker variable). What can
@@ -94,12 +98,31 @@ class Resetter:
         self._detached = detached
         self._workdir = workdir
         self._baseline_max_bytes = baseline_max_bytes
-        self._baseline = _capture(workdir, baseline_max_bytes)
+        self._image_baseline = _capture(workdir, baseline_max_bytes)
+        self._baseline = self._image_baseline
         self._clear_editor_history = clear_editor_history
         self._activity = activity
         self._limits = limits
         self._owns_process = owns_process
         self._lock = asyncio.Lock()
+
+    def forget_captured_baseline(self) -> None:
+        """BindSession: resets return to the image's tree again, never to one a previous
+        session prepared."""
+        self._baseline = self._image_baseline
+
+    async def capture_baseline(self) -> Baseline:
+        """Makes the tree as it is now the one later resets return to; FailedPreconditionError
+        (baseline unchanged) when it is too large."""
+        async with self._lock:
+            return await self._capture_locked()
+
+    async def _capture_locked(self) -> Baseline:
+        captured = await asyncio.to_thread(_capture, self._workdir, self._baseline_max_bytes)
+        if isinstance(captured, BaselineUnavailableError):
+            raise captured
+        self._baseline = captured
+        return captured
 
     async def restore_tree(
         self, chunks: AsyncIterator[bytes], *, as_baseline: bool
@@ -109,17 +132,20 @@ class Resetter:
         async with self._lock:
             restored = await tree_archive.restore_tree(self._workdir, chunks)
             if as_baseline:
-                self._baseline = await asyncio.to_thread(
-                    _capture, self._workdir, self._baseline_max_bytes
-                )
+                try:
+                    await self._capture_locked()
+                except BaselineUnavailableError as error:
+                    raise FailedPreconditionError(
+                        f"The tree was restored but cannot become the reset baseline: {error}"
+                    ) from None
         return restored
 
     async def reset(self) -> ResetReport:
         """Raises FailedPreconditionError (nothing changed) when there is no baseline."""
-        baseline = self._baseline
-        if isinstance(baseline, BaselineUnavailableError):
-            raise FailedPreconditionError(str(baseline))
         async with self._lock:
+            baseline = self._baseline
+            if isinstance(baseline, BaselineUnavailableError):
+                raise FailedPreconditionError(str(baseline))
             started = time.monotonic()
             victims = await asyncio.to_thread(self._victims)
             closed = await self._sessions.close_open(

@@ -140,7 +140,7 @@ def build_server(settings: RuntimeSettings) -> RuntimeServer:
     cgroup_memory = None
     if limits is not None:
         cgroup_memory = limits.memory_usage
-    binder = SessionBinder(auth, sessions, activity)
+    binder = SessionBinder(auth, sessions, activity, on_bind=resetter.forget_captured_baseline)
     system_service_pb2_grpc.add_SystemServiceServicer_to_server(
         SystemServicer(
             activity, sessions, binder, auth, resetter=resetter, cgroup_memory=cgroup_memory

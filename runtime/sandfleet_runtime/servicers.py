@@ -446,3 +446,9 @@ class SystemServicer(system_grpc.SystemServiceServicer):
             dropped_commands=report.dropped_commands,
             duration_seconds=report.duration_s,
         )
+
+    async def CaptureBaseline(
+        self, request: system_pb.CaptureBaselineRequest, context: Context
+    ) -> system_pb.CaptureBaselineResponse:
+        baseline = await _call(context, self._resetter.capture_baseline)
+        return system_pb.CaptureBaselineResponse(paths=baseline.paths, bytes=baseline.size)

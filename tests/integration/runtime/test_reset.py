@@ -115,6 +115,44 @@ async def test_a_rewrite_that_keeps_size_and_mtime_is_still_undone(
     assert (tree / "notes.txt").read_text() == "first line\nsecond line\n"
 
 
+async def test_a_captured_baseline_is_where_reset_returns_until_the_next_binding(
+    tree: Path, client: RuntimeClient
+) -> None:
+    image = tree_picture(tree)
+    await client.upload(b"task input\n", str(tree / "task.txt"))
+    paths, size = await client.capture_baseline()
+    prepared = tree_picture(tree)
+    assert paths == len(prepared)
+    assert size > len(b"task input\n")
+    await client.run_command("rm task.txt; echo scratch > scratch.txt")
+
+    await client.reset()
+    assert tree_picture(tree) == prepared
+
+    await client.bind_session(secrets.token_urlsafe(24), {}, session="ns/next")
+    await client.reset()
+    assert tree_picture(tree) == image
+
+
+async def test_a_too_large_capture_is_refused_and_keeps_the_baseline(tmp_path: Path) -> None:
+    root = tmp_path / "small"
+    root.mkdir()
+    (root / "a.txt").write_text("a")
+    async with running_runtime(root, reset_baseline_max_bytes=1000) as (server, token):
+        client = RuntimeClient(f"127.0.0.1:{server.port}", token)
+        try:
+            await client.run_command("head -c 5000 /dev/zero > big.bin")
+            with pytest.raises(ToolError, match="more than 1000 bytes") as refused:
+                await client.capture_baseline()
+            assert refused.value.code == "FAILED_PRECONDITION"
+
+            await client.reset()
+
+            assert sorted(os.listdir(root)) == ["a.txt"]
+        finally:
+            await client.close()
+
+
 async def test_reset_without_a_baseline_is_refused_and_the_rest_still_works(tree: Path) -> None:
     async with running_runtime(tree, reset_baseline_max_bytes=100) as (server, token):
         client = RuntimeClient(f"127.0.0.1:{server.port}", token)

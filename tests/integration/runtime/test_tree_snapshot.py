@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
@@ -82,6 +83,29 @@ async def test_restore_without_as_baseline_is_undone_by_reset(
     await target_client.reset()
 
     assert tree_picture(target_root) == before
+
+
+async def test_a_multi_chunk_tree_streams_and_an_abandoned_snapshot_stops_cleanly(
+    source: tuple[RuntimeClient, Path], target: tuple[RuntimeClient, Path]
+) -> None:
+    source_client, source_root = source
+    target_client, target_root = target
+    await source_client.run_command("head -c 12000000 /dev/urandom > big.bin; mkdir -p d/e")
+
+    async with contextlib.aclosing(source_client.snapshot()) as abandoned:
+        assert len(await anext(abandoned)) > 0  # then closed after one chunk
+    chunk_sizes: list[int] = []
+
+    async def counted() -> AsyncIterator[bytes]:
+        async for chunk in source_client.snapshot():
+            chunk_sizes.append(len(chunk))
+            yield chunk
+
+    await target_client.restore(counted())
+
+    assert len(chunk_sizes) > 40  # streamed in pieces, never as one message
+    assert max(chunk_sizes) <= 256 * 1024
+    assert tree_picture(target_root) == tree_picture(source_root)
 
 
 def _names(directory: Path) -> list[str]:

@@ -287,8 +287,8 @@ class RestoreTreeHeader(_message.Message):
 
     AS_BASELINE_FIELD_NUMBER: _builtins.int
     as_baseline: _builtins.bool
-    """Make the restored tree the one Reset returns to (instead of the tree the runtime
-    started with): "prepare once, fork N" sandboxes then reset to the prepared state.
+    """Make the restored tree the one Reset returns to (as CaptureBaseline does): "prepare
+    once, fork N" sandboxes then reset to the prepared state.
     """
     def __init__(
         self,

@@ -49,9 +49,16 @@ class SystemServiceStub:
     session: every bash session is closed, every process the sandbox started is killed
     (daemons that called setsid included), detached commands and their results are
     dropped, the working tree is put back as it was when the runtime started (or at the
-    last RestoreTree with as_baseline), the editor's undo history is cleared and the idle
+    last CaptureBaseline or RestoreTree with as_baseline), the editor's undo history is
+    cleared and the idle
     clock restarts. The token, the binding and its environment stay. FAILED_PRECONDITION
     when the runtime could not capture its working tree at start (too large).
+    """
+    CaptureBaseline: _grpc.UnaryUnaryMultiCallable[_system_service_pb2.CaptureBaselineRequest, _system_service_pb2.CaptureBaselineResponse]
+    """CaptureBaseline makes the working tree as it is now the one Reset returns to, e.g.
+    once a task's files were uploaded ("prepare once, reset per rollout"). BindSession
+    returns to the tree the runtime started with, so no session inherits another's.
+    FAILED_PRECONDITION (baseline unchanged) when the tree is larger than the runtime keeps.
     """
 
 @_typing.type_check_only
@@ -75,9 +82,16 @@ class SystemServiceAsyncStub(SystemServiceStub):
     session: every bash session is closed, every process the sandbox started is killed
     (daemons that called setsid included), detached commands and their results are
     dropped, the working tree is put back as it was when the runtime started (or at the
-    last RestoreTree with as_baseline), the editor's undo history is cleared and the idle
+    last CaptureBaseline or RestoreTree with as_baseline), the editor's undo history is
+    cleared and the idle
     clock restarts. The token, the binding and its environment stay. FAILED_PRECONDITION
     when the runtime could not capture its working tree at start (too large).
+    """
+    CaptureBaseline: _aio.UnaryUnaryMultiCallable[_system_service_pb2.CaptureBaselineRequest, _system_service_pb2.CaptureBaselineResponse]  # type: ignore[assignment]
+    """CaptureBaseline makes the working tree as it is now the one Reset returns to, e.g.
+    once a task's files were uploaded ("prepare once, reset per rollout"). BindSession
+    returns to the tree the runtime started with, so no session inherits another's.
+    FAILED_PRECONDITION (baseline unchanged) when the tree is larger than the runtime keeps.
     """
 
 class SystemServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -116,9 +130,22 @@ class SystemServiceServicer(metaclass=_abc_1.ABCMeta):
         session: every bash session is closed, every process the sandbox started is killed
         (daemons that called setsid included), detached commands and their results are
         dropped, the working tree is put back as it was when the runtime started (or at the
-        last RestoreTree with as_baseline), the editor's undo history is cleared and the idle
+        last CaptureBaseline or RestoreTree with as_baseline), the editor's undo history is
+        cleared and the idle
         clock restarts. The token, the binding and its environment stay. FAILED_PRECONDITION
         when the runtime could not capture its working tree at start (too large).
+        """
+
+    @_abc_1.abstractmethod
+    def CaptureBaseline(
+        self,
+        request: _system_service_pb2.CaptureBaselineRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_system_service_pb2.CaptureBaselineResponse, _abc.Awaitable[_system_service_pb2.CaptureBaselineResponse]]:
+        """CaptureBaseline makes the working tree as it is now the one Reset returns to, e.g.
+        once a task's files were uploaded ("prepare once, reset per rollout"). BindSession
+        returns to the tree the runtime started with, so no session inherits another's.
+        FAILED_PRECONDITION (baseline unchanged) when the tree is larger than the runtime keeps.
         """
 
 def add_SystemServiceServicer_to_server(servicer: SystemServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
