@@ -80,20 +80,31 @@ def walk_tree(root: Path) -> list[tuple[str, os.stat_result]]:
         relative = pending.pop()
         directory = root / relative if relative else root
         try:
-            listing = os.scandir(directory)
-        except PermissionError:  # a rollout chmod'ed it to 0: the runtime owns the tree
-            os.chmod(directory, 0o700)
-            listing = os.scandir(directory)
-        with listing as entries:
-            for entry in entries:
-                path = f"{relative}/{entry.name}" if relative else entry.name
+            listing = _scandir(directory)
+        except FileNotFoundError:  # removed since it was listed (SnapshotTree runs live)
+            continue
+        for entry in listing:
+            path = f"{relative}/{entry.name}" if relative else entry.name
+            try:
                 info = entry.stat(follow_symlinks=False)
-                if info.st_dev != device:
-                    continue
-                found.append((path, info))
-                if stat.S_ISDIR(info.st_mode):
-                    pending.append(path)
+            except FileNotFoundError:
+                continue
+            if info.st_dev != device:
+                continue
+            found.append((path, info))
+            if stat.S_ISDIR(info.st_mode):
+                pending.append(path)
     return found
+
+
+def _scandir(directory: Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(directory) as entries:
+            return list(entries)
+    except PermissionError:  # a rollout chmod'ed it to 0: the runtime owns the tree
+        os.chmod(directory, 0o700)
+        with os.scandir(directory) as entries:
+            return list(entries)
 
 
 def _make_writable(function: object, path: str, _exc: object) -> None:

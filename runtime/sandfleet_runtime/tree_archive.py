@@ -78,7 +78,9 @@ def _archivable(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
 def _write_archive(root: Path, writer: _QueueWriter) -> None:
     with tarfile.open(fileobj=writer, mode="w|", format=tarfile.PAX_FORMAT) as archive:  # type: ignore[call-overload]
         for relative, _ in walk_tree(root):
-            if not relative.startswith(STAGING_PREFIX):  # a RestoreTree in progress
+            if relative.startswith(STAGING_PREFIX):  # a RestoreTree in progress
+                continue
+            with contextlib.suppress(FileNotFoundError):  # removed by a command since the walk
                 archive.add(root / relative, arcname=relative, recursive=False, filter=_archivable)
     writer.finish()
 
