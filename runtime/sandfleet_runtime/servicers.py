@@ -42,7 +42,12 @@ from .bash.detached import DetachedCommands
 from .bash.sessions import BashSessions, CommandResult, Outcome, OutputStream
 from .binding import SessionBinder
 from .editor.file_editor import FileEditor
-from .errors import InvalidArgumentError, RuntimeToolError, tool_error_from
+from .errors import (
+    FailedPreconditionError,
+    InvalidArgumentError,
+    RuntimeToolError,
+    tool_error_from,
+)
 from .reset import Resetter
 from .stats import ActivityClock, collect_stats
 from .streaming import ChunkStream
@@ -259,15 +264,20 @@ class EditorServicer(editor_grpc.EditorServiceServicer):
         return editor_pb.UndoEditResponse(output=output)
 
 
+_NO_TREE = FailedPreconditionError("This server has no working tree to snapshot or restore.")
+
+
 class FileServicer(file_grpc.FileServiceServicer):
     def __init__(
         self,
         activity: ActivityClock,
         *,
-        workdir: Path,
-        resetter: Resetter,
+        workdir: Path | None = None,
+        resetter: Resetter | None = None,
         max_upload_bytes: int | None = None,
     ) -> None:
+        """`workdir` and `resetter` serve SnapshotTree/RestoreTree (FAILED_PRECONDITION
+        without them, e.g. in a file-transfer-only server)."""
         self._activity = activity
         self._workdir = workdir
         self._resetter = resetter
@@ -344,6 +354,8 @@ class FileServicer(file_grpc.FileServiceServicer):
         self, request: file_pb.SnapshotTreeRequest, context: Context
     ) -> AsyncIterator[file_pb.SnapshotTreeResponse]:
         self._activity.touch()
+        if self._workdir is None:
+            await _abort(context, _NO_TREE)
         chunks = tree_archive.snapshot_tree(self._workdir)
         try:
             while True:
@@ -362,6 +374,9 @@ class FileServicer(file_grpc.FileServiceServicer):
         self, request_iterator: AsyncIterator[file_pb.RestoreTreeRequest], context: Context
     ) -> file_pb.RestoreTreeResponse:
         self._activity.touch()
+        resetter = self._resetter
+        if resetter is None:
+            await _abort(context, _NO_TREE)
         first = await anext(aiter(request_iterator), None)
         if first is None or not first.HasField("header"):
             await _abort(context, InvalidArgumentError("the first message must be the header"))
@@ -374,7 +389,7 @@ class FileServicer(file_grpc.FileServiceServicer):
 
         restored = await _call(
             context,
-            lambda: self._resetter.restore_tree(chunks(), as_baseline=first.header.as_baseline),
+            lambda: resetter.restore_tree(chunks(), as_baseline=first.header.as_baseline),
         )
         self._activity.touch()
         return file_pb.RestoreTreeResponse(entries=restored.entries, bytes=restored.bytes)
