@@ -9,7 +9,12 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .settings import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIMEOUT_S, RuntimeSettings
+from .settings import (
+    DEFAULT_MAX_OUTPUT_CHARS,
+    DEFAULT_RESET_BASELINE_MAX_BYTES,
+    DEFAULT_TIMEOUT_S,
+    RuntimeSettings,
+)
 from .token_source import (
     TOKEN_ENV,
     TOKEN_FILE_ENV,
@@ -48,6 +53,12 @@ def _parser() -> argparse.ArgumentParser:
     add("--max-sessions", type=int, default=64)
     add("--max-processes", type=int, help="pids limit for everything the sessions start")
     add("--max-memory", type=int, help="memory limit in bytes for everything the sessions start")
+    add(
+        "--reset-baseline-max-bytes",
+        type=int,
+        default=DEFAULT_RESET_BASELINE_MAX_BYTES,
+        help="working-tree bytes kept in memory for Reset (larger trees: no Reset; 0: never)",
+    )
     add("--log-level", default="INFO")
     return parser
 
@@ -90,6 +101,8 @@ def settings_from(
         max_processes=args.max_processes,
         max_memory_bytes=args.max_memory,
         exit_with_parent=args.exit_with_parent,
+        reset_baseline_max_bytes=args.reset_baseline_max_bytes,
+        owns_process=True,
         log_level=args.log_level,
     )
     return settings, args.ready_fd

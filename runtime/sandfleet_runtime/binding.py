@@ -127,8 +127,15 @@ class SessionBinder:
     """Applies BindSession to the running runtime: token, shell environment, shells, clock."""
 
     def __init__(
-        self, auth: TokenAuthInterceptor, sessions: BashSessions, activity: ActivityClock
+        self,
+        auth: TokenAuthInterceptor,
+        sessions: BashSessions,
+        activity: ActivityClock,
+        *,
+        on_bind: Callable[[], None] | None = None,
     ) -> None:
+        self._on_bind = on_bind
+        """Called with each binding (Reset forgets a baseline a previous session captured)."""
         self._auth = auth
         self._sessions = sessions
         self._activity = activity
@@ -163,6 +170,8 @@ class SessionBinder:
             self._sessions.bind_env(env)
             self._auth.rotate(token)
             self.session = session
+            if self._on_bind is not None:
+                self._on_bind()
             closed = await self._sessions.close_open()
             self._activity.touch()
             bound_unix = self._activity.last_activity_unix

@@ -27,11 +27,13 @@ from sandfleet_proto.runtime.v1 import (
 )
 
 from .auth import TokenAuthInterceptor
+from .bash.detached import DetachedCommands
 from .bash.limits import SessionLimits
 from .bash.processes import ChildReaper
 from .bash.sessions import BashSessions
 from .binding import SessionBinder
 from .editor.file_editor import FileEditor
+from .reset import Resetter
 from .servicers import BashServicer, EditorServicer, FileServicer, SystemServicer
 from .settings import RuntimeSettings
 from .stats import ActivityClock
@@ -116,16 +118,34 @@ def build_server(settings: RuntimeSettings) -> RuntimeServer:
             ("grpc.so_reuseport", 0),
         ),
     )
-    bash_service_pb2_grpc.add_BashServiceServicer_to_server(BashServicer(sessions), server)
+    detached = DetachedCommands()
+    bash_service_pb2_grpc.add_BashServiceServicer_to_server(
+        BashServicer(sessions, detached), server
+    )
     editor_servicer = EditorServicer(editor, activity)
     editor_service_pb2_grpc.add_EditorServiceServicer_to_server(editor_servicer, server)
-    file_service_pb2_grpc.add_FileServiceServicer_to_server(FileServicer(activity), server)
+    resetter = Resetter(
+        sessions=sessions,
+        detached=detached,
+        workdir=settings.workdir.resolve(),
+        baseline_max_bytes=settings.reset_baseline_max_bytes,
+        clear_editor_history=editor_servicer.clear_history,
+        activity=activity,
+        limits=limits,
+        owns_process=settings.owns_process,
+    )
+    file_service_pb2_grpc.add_FileServiceServicer_to_server(
+        FileServicer(activity, workdir=settings.workdir.resolve(), resetter=resetter), server
+    )
     cgroup_memory = None
     if limits is not None:
         cgroup_memory = limits.memory_usage
-    binder = SessionBinder(auth, sessions, activity)
+    binder = SessionBinder(auth, sessions, activity, on_bind=resetter.forget_captured_baseline)
     system_service_pb2_grpc.add_SystemServiceServicer_to_server(
-        SystemServicer(activity, sessions, binder, auth, cgroup_memory), server
+        SystemServicer(
+            activity, sessions, binder, auth, resetter=resetter, cgroup_memory=cgroup_memory
+        ),
+        server,
     )
     health_servicer = AsyncHealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import grpc
@@ -35,12 +36,19 @@ from sandfleet_proto.runtime.v1 import (
     system_service_pb2_grpc as system_grpc,
 )
 
-from . import files
+from . import files, tree_archive
 from .auth import TokenAuthInterceptor
+from .bash.detached import DetachedCommands
 from .bash.sessions import BashSessions, CommandResult, Outcome, OutputStream
 from .binding import SessionBinder
 from .editor.file_editor import FileEditor
-from .errors import InvalidArgumentError, RuntimeToolError, tool_error_from
+from .errors import (
+    FailedPreconditionError,
+    InvalidArgumentError,
+    RuntimeToolError,
+    tool_error_from,
+)
+from .reset import Resetter
 from .stats import ActivityClock, collect_stats
 from .streaming import ChunkStream
 
@@ -109,21 +117,33 @@ def command_response(result: CommandResult) -> bash_pb.RunCommandResponse:
 
 
 class BashServicer(bash_grpc.BashServiceServicer):
-    def __init__(self, sessions: BashSessions) -> None:
+    def __init__(self, sessions: BashSessions, detached: DetachedCommands) -> None:
         self._sessions = sessions
+        self._detached = detached
 
     async def RunCommand(
         self, request: bash_pb.RunCommandRequest, context: Context
     ) -> bash_pb.RunCommandResponse:
-        result = await _call(
-            context,
-            lambda: self._sessions.run(
+        def run() -> Awaitable[CommandResult]:
+            return self._sessions.run(
                 request.session,
                 request.command,
                 timeout_s=request.timeout_seconds,
                 max_output_chars=request.max_output_chars,
-            ),
-        )
+            )
+
+        if request.command_id:
+            # Detached: a dropped call leaves the command running for AttachCommand.
+            result = await _call(context, lambda: self._detached.run(request.command_id, run))
+        else:
+            # Without an id a dropped call cancels this handler, which stops the command.
+            result = await _call(context, run)
+        return command_response(result)
+
+    async def AttachCommand(
+        self, request: bash_pb.AttachCommandRequest, context: Context
+    ) -> bash_pb.RunCommandResponse:
+        result = await _call(context, lambda: self._detached.attach(request.command_id))
         return command_response(result)
 
     async def StreamCommand(
@@ -193,6 +213,13 @@ class EditorServicer(editor_grpc.EditorServiceServicer):
         except (RuntimeToolError, ValueError, OSError) as exc:
             await _abort(context, _domain_error(exc))
 
+    async def clear_history(self) -> None:
+        """Forgets the undo history, on the editor's thread (never during an edit)."""
+        if self._worker is None:
+            self._editor.clear_history()
+            return
+        await asyncio.get_running_loop().run_in_executor(self._worker, self._editor.clear_history)
+
     def shutdown(self) -> None:
         if self._worker is not None:
             self._worker.shutdown(wait=False, cancel_futures=True)
@@ -237,9 +264,23 @@ class EditorServicer(editor_grpc.EditorServiceServicer):
         return editor_pb.UndoEditResponse(output=output)
 
 
+_NO_TREE = FailedPreconditionError("This server has no working tree to snapshot or restore.")
+
+
 class FileServicer(file_grpc.FileServiceServicer):
-    def __init__(self, activity: ActivityClock, *, max_upload_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        activity: ActivityClock,
+        *,
+        workdir: Path | None = None,
+        resetter: Resetter | None = None,
+        max_upload_bytes: int | None = None,
+    ) -> None:
+        """`workdir` and `resetter` serve SnapshotTree/RestoreTree (FAILED_PRECONDITION
+        without them, e.g. in a file-transfer-only server)."""
         self._activity = activity
+        self._workdir = workdir
+        self._resetter = resetter
         self._max_upload_bytes = max_upload_bytes
 
     async def UploadFile(
@@ -309,6 +350,50 @@ class FileServicer(file_grpc.FileServiceServicer):
             truncated=truncated,
         )
 
+    async def SnapshotTree(
+        self, request: file_pb.SnapshotTreeRequest, context: Context
+    ) -> AsyncIterator[file_pb.SnapshotTreeResponse]:
+        self._activity.touch()
+        if self._workdir is None:
+            await _abort(context, _NO_TREE)
+        chunks = tree_archive.snapshot_tree(self._workdir)
+        try:
+            while True:
+                try:
+                    chunk = await anext(chunks, None)
+                except (RuntimeToolError, OSError) as exc:
+                    await _abort(context, _domain_error(exc))
+                if chunk is None:
+                    break
+                yield file_pb.SnapshotTreeResponse(chunk=chunk)
+        finally:
+            await chunks.aclose()  # stops the archiving thread when the client went away
+        self._activity.touch()
+
+    async def RestoreTree(
+        self, request_iterator: AsyncIterator[file_pb.RestoreTreeRequest], context: Context
+    ) -> file_pb.RestoreTreeResponse:
+        self._activity.touch()
+        resetter = self._resetter
+        if resetter is None:
+            await _abort(context, _NO_TREE)
+        first = await anext(aiter(request_iterator), None)
+        if first is None or not first.HasField("header"):
+            await _abort(context, InvalidArgumentError("the first message must be the header"))
+
+        async def chunks() -> AsyncIterator[bytes]:
+            async for message in request_iterator:
+                if message.HasField("header"):
+                    raise InvalidArgumentError("only the first message may be a header")
+                yield message.chunk
+
+        restored = await _call(
+            context,
+            lambda: resetter.restore_tree(chunks(), as_baseline=first.header.as_baseline),
+        )
+        self._activity.touch()
+        return file_pb.RestoreTreeResponse(entries=restored.entries, bytes=restored.bytes)
+
 
 class SystemServicer(system_grpc.SystemServiceServicer):
     def __init__(
@@ -317,8 +402,11 @@ class SystemServicer(system_grpc.SystemServiceServicer):
         sessions: BashSessions,
         binder: SessionBinder,
         auth: TokenAuthInterceptor,
+        *,
+        resetter: Resetter,
         cgroup_memory: Callable[[], tuple[int, int] | None] | None = None,
     ) -> None:
+        self._resetter = resetter
         self._activity = activity
         self._sessions = sessions
         self._binder = binder
@@ -360,3 +448,22 @@ class SystemServicer(system_grpc.SystemServiceServicer):
         return system_pb.BindSessionResponse(
             closed_sessions=binding.closed_sessions, bound_unix=binding.bound_unix
         )
+
+    async def Reset(
+        self, request: system_pb.ResetRequest, context: Context
+    ) -> system_pb.ResetResponse:
+        report = await _call(context, self._resetter.reset)
+        return system_pb.ResetResponse(
+            closed_sessions=report.closed_sessions,
+            killed_processes=report.killed_processes,
+            removed_paths=report.removed_paths,
+            restored_paths=report.restored_paths,
+            dropped_commands=report.dropped_commands,
+            duration_seconds=report.duration_s,
+        )
+
+    async def CaptureBaseline(
+        self, request: system_pb.CaptureBaselineRequest, context: Context
+    ) -> system_pb.CaptureBaselineResponse:
+        baseline = await _call(context, self._resetter.capture_baseline)
+        return system_pb.CaptureBaselineResponse(paths=baseline.paths, bytes=baseline.size)

@@ -9,6 +9,8 @@ DEFAULT_TIMEOUT_S = 120.0
 """Per-command timeout when the request gives none (the seed project's hard limit)."""
 DEFAULT_MAX_OUTPUT_CHARS = 10_000
 """Characters kept per output stream (the seed project's clip length)."""
+DEFAULT_RESET_BASELINE_MAX_BYTES = 64 * 1024 * 1024
+"""Working-tree file content Reset keeps in memory (an image's workdir is usually small)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -39,6 +41,12 @@ class RuntimeSettings:
     """Memory limit for everything the sessions start (cgroup where writable)."""
     max_edit_file_bytes: int = 64 * 1024 * 1024
     """Largest file the editor will load."""
+    reset_baseline_max_bytes: int = DEFAULT_RESET_BASELINE_MAX_BYTES
+    """File content of the working tree kept in memory for Reset; a larger tree (or 0)
+    leaves Reset unavailable (FAILED_PRECONDITION), nothing else."""
+    owns_process: bool = False
+    """The runtime is its process's only purpose (the agent, not an in-process test
+    server): Reset may kill every descendant of the process."""
     shutdown_grace_s: float = 5.0
     exit_with_parent: bool = False
     """Die when the parent process dies (local sandboxes: no orphans after a crash)."""

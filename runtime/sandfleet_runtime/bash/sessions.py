@@ -20,7 +20,7 @@ from pathlib import Path
 from sandfleet_runtime.bash.command import CommandResult, Outcome
 from sandfleet_runtime.bash.limits import SessionLimits
 from sandfleet_runtime.bash.output import OutputListener, OutputStream
-from sandfleet_runtime.bash.processes import ChildReaper
+from sandfleet_runtime.bash.processes import ChildReaper, ProcessInfo
 from sandfleet_runtime.bash.session import BashSession, SessionClosedError, SessionConfig
 from sandfleet_runtime.bash.shell_driver import write_driver
 from sandfleet_runtime.errors import InvalidArgumentError, ResourceExhaustedError, UnavailableError
@@ -145,12 +145,23 @@ class BashSessions:
         # A new dict, not an update: each open session's config keeps the one it started with.
         self._env = {**self._base_env, **env}
 
-    async def close_open(self) -> int:
-        """Closes every open session, leaving the runtime serving; returns how many there were."""
+    async def close_open(
+        self, note: str = "[The sandbox was bound to a new session; this command was stopped.]"
+    ) -> int:
+        """Closes every open session, leaving the runtime serving; returns how many there were.
+
+        `note` ends the output of a command that was running.
+        """
         sessions, self._sessions = list(self._sessions.values()), {}
-        note = "[The sandbox was bound to a new session; this command was stopped.]"
         await asyncio.gather(*(found.terminate(closing=True, note=note) for found in sessions))
         return len(sessions)
+
+    def member_pids(self, table: Mapping[int, ProcessInfo]) -> set[int]:
+        """Live processes of every open session in `table`, shells included."""
+        found: set[int] = set()
+        for session in self._sessions.values():
+            found |= session.processes.members(table)
+        return found
 
     async def close_all(self) -> None:
         """Graceful shutdown: kills every session and every process the sessions started."""

@@ -84,6 +84,10 @@ class FileEditor:
         # Only used to suggest an absolute path when the model gives a relative one.
         self._cwd = Path.cwd() if cwd is None else cwd
 
+    def clear_history(self) -> None:
+        """Forgets all undo history (Reset)."""
+        self._history.clear()
+
     def view(self, path: str, view_range: Sequence[int] | None = None) -> str:
         """A file `cat -n`-style (optionally lines [start, end], end -1 = to the end), or a
         directory listed two levels deep. An empty view_range means none."""

@@ -76,6 +76,11 @@ class EditHistory:
         self._stacks.setdefault(key, []).append(snapshot)
         self._total_bytes += snapshot.size
 
+    def clear(self) -> None:
+        """Forgets every file's history (Reset: the next rollout starts without undo)."""
+        self._stacks.clear()
+        self._total_bytes = 0
+
     def forget(self, key: str) -> None:
         for snapshot in self._stacks.pop(key, ()):
             self._total_bytes -= snapshot.size

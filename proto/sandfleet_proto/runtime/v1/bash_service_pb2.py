@@ -24,39 +24,41 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n-sandfleet_proto/runtime/v1/bash_service.proto\x12\x14sandfleet.runtime.v1\"h\n\x11RunCommandRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0f\n\x07\x63ommand\x18\x02 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x03 \x01(\x01\x12\x18\n\x10max_output_chars\x18\x04 \x01(\r\"\xa4\x02\n\x12RunCommandResponse\x12\x0e\n\x06stdout\x18\x01 \x01(\t\x12\x0e\n\x06stderr\x18\x02 \x01(\t\x12\x16\n\texit_code\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\x35\n\x07outcome\x18\x04 \x01(\x0e\x32$.sandfleet.runtime.v1.CommandOutcome\x12\x18\n\x10stdout_truncated\x18\x05 \x01(\x08\x12\x18\n\x10stderr_truncated\x18\x06 \x01(\x08\x12\x1a\n\x12stdout_total_bytes\x18\x07 \x01(\x04\x12\x1a\n\x12stderr_total_bytes\x18\x08 \x01(\x04\x12\x18\n\x10\x64uration_seconds\x18\t \x01(\x01\x12\x0b\n\x03\x63wd\x18\n \x01(\tB\x0c\n\n_exit_code\"k\n\x14StreamCommandRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0f\n\x07\x63ommand\x18\x02 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x03 \x01(\x01\x12\x18\n\x10max_output_chars\x18\x04 \x01(\r\"O\n\x0bOutputChunk\x12\x32\n\x06stream\x18\x01 \x01(\x0e\x32\".sandfleet.runtime.v1.OutputStream\x12\x0c\n\x04text\x18\x02 \x01(\t\"\x90\x01\n\x15StreamCommandResponse\x12\x32\n\x05\x63hunk\x18\x01 \x01(\x0b\x32!.sandfleet.runtime.v1.OutputChunkH\x00\x12:\n\x06result\x18\x02 \x01(\x0b\x32(.sandfleet.runtime.v1.RunCommandResponseH\x00\x42\x07\n\x05\x65vent\"*\n\x17InterruptCommandRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\"/\n\x18InterruptCommandResponse\x12\x13\n\x0binterrupted\x18\x01 \x01(\x08\"(\n\x15RestartSessionRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\"\x18\n\x16RestartSessionResponse\"&\n\x13\x43loseSessionRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\"\x16\n\x14\x43loseSessionResponse*\xaf\x01\n\x0e\x43ommandOutcome\x12\x1f\n\x1b\x43OMMAND_OUTCOME_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x43OMMAND_OUTCOME_EXITED\x10\x01\x12\x1d\n\x19\x43OMMAND_OUTCOME_TIMED_OUT\x10\x02\x12\x1f\n\x1b\x43OMMAND_OUTCOME_INTERRUPTED\x10\x03\x12 \n\x1c\x43OMMAND_OUTCOME_SHELL_EXITED\x10\x04*a\n\x0cOutputStream\x12\x1d\n\x19OUTPUT_STREAM_UNSPECIFIED\x10\x00\x12\x18\n\x14OUTPUT_STREAM_STDOUT\x10\x01\x12\x18\n\x14OUTPUT_STREAM_STDERR\x10\x02\x32\xa1\x04\n\x0b\x42\x61shService\x12_\n\nRunCommand\x12\'.sandfleet.runtime.v1.RunCommandRequest\x1a(.sandfleet.runtime.v1.RunCommandResponse\x12j\n\rStreamCommand\x12*.sandfleet.runtime.v1.StreamCommandRequest\x1a+.sandfleet.runtime.v1.StreamCommandResponse0\x01\x12q\n\x10InterruptCommand\x12-.sandfleet.runtime.v1.InterruptCommandRequest\x1a..sandfleet.runtime.v1.InterruptCommandResponse\x12k\n\x0eRestartSession\x12+.sandfleet.runtime.v1.RestartSessionRequest\x1a,.sandfleet.runtime.v1.RestartSessionResponse\x12\x65\n\x0c\x43loseSession\x12).sandfleet.runtime.v1.CloseSessionRequest\x1a*.sandfleet.runtime.v1.CloseSessionResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n-sandfleet_proto/runtime/v1/bash_service.proto\x12\x14sandfleet.runtime.v1\"|\n\x11RunCommandRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0f\n\x07\x63ommand\x18\x02 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x03 \x01(\x01\x12\x18\n\x10max_output_chars\x18\x04 \x01(\r\x12\x12\n\ncommand_id\x18\x05 \x01(\t\"*\n\x14\x41ttachCommandRequest\x12\x12\n\ncommand_id\x18\x01 \x01(\t\"\xa4\x02\n\x12RunCommandResponse\x12\x0e\n\x06stdout\x18\x01 \x01(\t\x12\x0e\n\x06stderr\x18\x02 \x01(\t\x12\x16\n\texit_code\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\x35\n\x07outcome\x18\x04 \x01(\x0e\x32$.sandfleet.runtime.v1.CommandOutcome\x12\x18\n\x10stdout_truncated\x18\x05 \x01(\x08\x12\x18\n\x10stderr_truncated\x18\x06 \x01(\x08\x12\x1a\n\x12stdout_total_bytes\x18\x07 \x01(\x04\x12\x1a\n\x12stderr_total_bytes\x18\x08 \x01(\x04\x12\x18\n\x10\x64uration_seconds\x18\t \x01(\x01\x12\x0b\n\x03\x63wd\x18\n \x01(\tB\x0c\n\n_exit_code\"k\n\x14StreamCommandRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0f\n\x07\x63ommand\x18\x02 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x03 \x01(\x01\x12\x18\n\x10max_output_chars\x18\x04 \x01(\r\"O\n\x0bOutputChunk\x12\x32\n\x06stream\x18\x01 \x01(\x0e\x32\".sandfleet.runtime.v1.OutputStream\x12\x0c\n\x04text\x18\x02 \x01(\t\"\x90\x01\n\x15StreamCommandResponse\x12\x32\n\x05\x63hunk\x18\x01 \x01(\x0b\x32!.sandfleet.runtime.v1.OutputChunkH\x00\x12:\n\x06result\x18\x02 \x01(\x0b\x32(.sandfleet.runtime.v1.RunCommandResponseH\x00\x42\x07\n\x05\x65vent\"*\n\x17InterruptCommandRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\"/\n\x18InterruptCommandResponse\x12\x13\n\x0binterrupted\x18\x01 \x01(\x08\"(\n\x15RestartSessionRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\"\x18\n\x16RestartSessionResponse\"&\n\x13\x43loseSessionRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\"\x16\n\x14\x43loseSessionResponse*\xaf\x01\n\x0e\x43ommandOutcome\x12\x1f\n\x1b\x43OMMAND_OUTCOME_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x43OMMAND_OUTCOME_EXITED\x10\x01\x12\x1d\n\x19\x43OMMAND_OUTCOME_TIMED_OUT\x10\x02\x12\x1f\n\x1b\x43OMMAND_OUTCOME_INTERRUPTED\x10\x03\x12 \n\x1c\x43OMMAND_OUTCOME_SHELL_EXITED\x10\x04*a\n\x0cOutputStream\x12\x1d\n\x19OUTPUT_STREAM_UNSPECIFIED\x10\x00\x12\x18\n\x14OUTPUT_STREAM_STDOUT\x10\x01\x12\x18\n\x14OUTPUT_STREAM_STDERR\x10\x02\x32\x88\x05\n\x0b\x42\x61shService\x12_\n\nRunCommand\x12\'.sandfleet.runtime.v1.RunCommandRequest\x1a(.sandfleet.runtime.v1.RunCommandResponse\x12\x65\n\rAttachCommand\x12*.sandfleet.runtime.v1.AttachCommandRequest\x1a(.sandfleet.runtime.v1.RunCommandResponse\x12j\n\rStreamCommand\x12*.sandfleet.runtime.v1.StreamCommandRequest\x1a+.sandfleet.runtime.v1.StreamCommandResponse0\x01\x12q\n\x10InterruptCommand\x12-.sandfleet.runtime.v1.InterruptCommandRequest\x1a..sandfleet.runtime.v1.InterruptCommandResponse\x12k\n\x0eRestartSession\x12+.sandfleet.runtime.v1.RestartSessionRequest\x1a,.sandfleet.runtime.v1.RestartSessionResponse\x12\x65\n\x0c\x43loseSession\x12).sandfleet.runtime.v1.CloseSessionRequest\x1a*.sandfleet.runtime.v1.CloseSessionResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sandfleet_proto.runtime.v1.bash_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_COMMANDOUTCOME']._serialized_start=1035
-  _globals['_COMMANDOUTCOME']._serialized_end=1210
-  _globals['_OUTPUTSTREAM']._serialized_start=1212
-  _globals['_OUTPUTSTREAM']._serialized_end=1309
+  _globals['_COMMANDOUTCOME']._serialized_start=1099
+  _globals['_COMMANDOUTCOME']._serialized_end=1274
+  _globals['_OUTPUTSTREAM']._serialized_start=1276
+  _globals['_OUTPUTSTREAM']._serialized_end=1373
   _globals['_RUNCOMMANDREQUEST']._serialized_start=71
-  _globals['_RUNCOMMANDREQUEST']._serialized_end=175
-  _globals['_RUNCOMMANDRESPONSE']._serialized_start=178
-  _globals['_RUNCOMMANDRESPONSE']._serialized_end=470
-  _globals['_STREAMCOMMANDREQUEST']._serialized_start=472
-  _globals['_STREAMCOMMANDREQUEST']._serialized_end=579
-  _globals['_OUTPUTCHUNK']._serialized_start=581
-  _globals['_OUTPUTCHUNK']._serialized_end=660
-  _globals['_STREAMCOMMANDRESPONSE']._serialized_start=663
-  _globals['_STREAMCOMMANDRESPONSE']._serialized_end=807
-  _globals['_INTERRUPTCOMMANDREQUEST']._serialized_start=809
-  _globals['_INTERRUPTCOMMANDREQUEST']._serialized_end=851
-  _globals['_INTERRUPTCOMMANDRESPONSE']._serialized_start=853
-  _globals['_INTERRUPTCOMMANDRESPONSE']._serialized_end=900
-  _globals['_RESTARTSESSIONREQUEST']._serialized_start=902
-  _globals['_RESTARTSESSIONREQUEST']._serialized_end=942
-  _globals['_RESTARTSESSIONRESPONSE']._serialized_start=944
-  _globals['_RESTARTSESSIONRESPONSE']._serialized_end=968
-  _globals['_CLOSESESSIONREQUEST']._serialized_start=970
-  _globals['_CLOSESESSIONREQUEST']._serialized_end=1008
-  _globals['_CLOSESESSIONRESPONSE']._serialized_start=1010
-  _globals['_CLOSESESSIONRESPONSE']._serialized_end=1032
-  _globals['_BASHSERVICE']._serialized_start=1312
-  _globals['_BASHSERVICE']._serialized_end=1857
+  _globals['_RUNCOMMANDREQUEST']._serialized_end=195
+  _globals['_ATTACHCOMMANDREQUEST']._serialized_start=197
+  _globals['_ATTACHCOMMANDREQUEST']._serialized_end=239
+  _globals['_RUNCOMMANDRESPONSE']._serialized_start=242
+  _globals['_RUNCOMMANDRESPONSE']._serialized_end=534
+  _globals['_STREAMCOMMANDREQUEST']._serialized_start=536
+  _globals['_STREAMCOMMANDREQUEST']._serialized_end=643
+  _globals['_OUTPUTCHUNK']._serialized_start=645
+  _globals['_OUTPUTCHUNK']._serialized_end=724
+  _globals['_STREAMCOMMANDRESPONSE']._serialized_start=727
+  _globals['_STREAMCOMMANDRESPONSE']._serialized_end=871
+  _globals['_INTERRUPTCOMMANDREQUEST']._serialized_start=873
+  _globals['_INTERRUPTCOMMANDREQUEST']._serialized_end=915
+  _globals['_INTERRUPTCOMMANDRESPONSE']._serialized_start=917
+  _globals['_INTERRUPTCOMMANDRESPONSE']._serialized_end=964
+  _globals['_RESTARTSESSIONREQUEST']._serialized_start=966
+  _globals['_RESTARTSESSIONREQUEST']._serialized_end=1006
+  _globals['_RESTARTSESSIONRESPONSE']._serialized_start=1008
+  _globals['_RESTARTSESSIONRESPONSE']._serialized_end=1032
+  _globals['_CLOSESESSIONREQUEST']._serialized_start=1034
+  _globals['_CLOSESESSIONREQUEST']._serialized_end=1072
+  _globals['_CLOSESESSIONRESPONSE']._serialized_start=1074
+  _globals['_CLOSESESSIONRESPONSE']._serialized_end=1096
+  _globals['_BASHSERVICE']._serialized_start=1376
+  _globals['_BASHSERVICE']._serialized_end=2024
 # @@protoc_insertion_point(module_scope)

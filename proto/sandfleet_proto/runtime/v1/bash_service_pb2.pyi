@@ -80,6 +80,7 @@ class RunCommandRequest(_message.Message):
     COMMAND_FIELD_NUMBER: _builtins.int
     TIMEOUT_SECONDS_FIELD_NUMBER: _builtins.int
     MAX_OUTPUT_CHARS_FIELD_NUMBER: _builtins.int
+    COMMAND_ID_FIELD_NUMBER: _builtins.int
     session: _builtins.str
     """Session name; created on first use. Empty means "default"."""
     command: _builtins.str
@@ -88,6 +89,14 @@ class RunCommandRequest(_message.Message):
     """Seconds before the command is killed; 0 means the server default. The server caps it."""
     max_output_chars: _builtins.int
     """Characters kept per stream (head and tail); 0 means the server default."""
+    command_id: _builtins.str
+    """Optional caller-chosen id (1 to 128 letters, digits, '.', '_', '-'). With an id the
+    command is detached from this call: when the call drops (the client or a proxy went
+    away) the command keeps running and AttachCommand(command_id) returns its result. A
+    result the call itself returned is not kept. ALREADY_EXISTS while a command with the
+    same id runs or has an uncollected result. Without an id a dropped call stops the
+    command, as before.
+    """
     def __init__(
         self,
         *,
@@ -95,14 +104,34 @@ class RunCommandRequest(_message.Message):
         command: _builtins.str = ...,
         timeout_seconds: _builtins.float = ...,
         max_output_chars: _builtins.int = ...,
+        command_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "max_output_chars", b"max_output_chars", "session", b"session", "timeout_seconds", b"timeout_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "command_id", b"command_id", "max_output_chars", b"max_output_chars", "session", b"session", "timeout_seconds", b"timeout_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RunCommandRequest: _TypeAlias = RunCommandRequest  # noqa: Y015
+
+@_typing.final
+class AttachCommandRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COMMAND_ID_FIELD_NUMBER: _builtins.int
+    command_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        command_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["command_id", b"command_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AttachCommandRequest: _TypeAlias = AttachCommandRequest  # noqa: Y015
 
 @_typing.final
 class RunCommandResponse(_message.Message):

@@ -46,6 +46,11 @@ class BashServiceStub:
                 request_serializer=sandfleet__proto_dot_runtime_dot_v1_dot_bash__service__pb2.RunCommandRequest.SerializeToString,
                 response_deserializer=sandfleet__proto_dot_runtime_dot_v1_dot_bash__service__pb2.RunCommandResponse.FromString,
                 _registered_method=True)
+        self.AttachCommand = channel.unary_unary(
+                '/sandfleet.runtime.v1.BashService/AttachCommand',
+                request_serializer=sandfleet__proto_dot_runtime_dot_v1_dot_bash__service__pb2.AttachCommandRequest.SerializeToString,
+                response_deserializer=sandfleet__proto_dot_runtime_dot_v1_dot_bash__service__pb2.RunCommandResponse.FromString,
+                _registered_method=True)
         self.StreamCommand = channel.unary_stream(
                 '/sandfleet.runtime.v1.BashService/StreamCommand',
                 request_serializer=sandfleet__proto_dot_runtime_dot_v1_dot_bash__service__pb2.StreamCommandRequest.SerializeToString,
@@ -80,6 +85,16 @@ class BashServiceServicer:
 
     def RunCommand(self, request, context):
         """RunCommand runs one command, creating the session on first use.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AttachCommand(self, request, context):
+        """AttachCommand waits for the command started by RunCommand with this command_id (at
+        once when it has finished) and returns its result; the result is returned once and then
+        forgotten. NOT_FOUND for an id that is unknown, already collected, or dropped (by
+        Reset, or by the bounds on results nobody collected).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -122,6 +137,11 @@ def add_BashServiceServicer_to_server(servicer, server):
             'RunCommand': grpc.unary_unary_rpc_method_handler(
                     servicer.RunCommand,
                     request_deserializer=sandfleet__proto_dot_runtime_dot_v1_dot_bash__service__pb2.RunCommandRequest.FromString,
+                    response_serializer=sandfleet__proto_dot_runtime_dot_v1_dot_bash__service__pb2.RunCommandResponse.SerializeToString,
+            ),
+            'AttachCommand': grpc.unary_unary_rpc_method_handler(
+                    servicer.AttachCommand,
+                    request_deserializer=sandfleet__proto_dot_runtime_dot_v1_dot_bash__service__pb2.AttachCommandRequest.FromString,
                     response_serializer=sandfleet__proto_dot_runtime_dot_v1_dot_bash__service__pb2.RunCommandResponse.SerializeToString,
             ),
             'StreamCommand': grpc.unary_stream_rpc_method_handler(
@@ -178,6 +198,33 @@ class BashService:
             target,
             '/sandfleet.runtime.v1.BashService/RunCommand',
             sandfleet__proto_dot_runtime_dot_v1_dot_bash__service__pb2.RunCommandRequest.SerializeToString,
+            sandfleet__proto_dot_runtime_dot_v1_dot_bash__service__pb2.RunCommandResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AttachCommand(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandfleet.runtime.v1.BashService/AttachCommand',
+            sandfleet__proto_dot_runtime_dot_v1_dot_bash__service__pb2.AttachCommandRequest.SerializeToString,
             sandfleet__proto_dot_runtime_dot_v1_dot_bash__service__pb2.RunCommandResponse.FromString,
             options,
             channel_credentials,

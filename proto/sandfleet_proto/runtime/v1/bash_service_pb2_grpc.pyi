@@ -45,6 +45,12 @@ class BashServiceStub:
     def __new__(cls, channel: _aio.Channel) -> BashServiceAsyncStub: ...
     RunCommand: _grpc.UnaryUnaryMultiCallable[_bash_service_pb2.RunCommandRequest, _bash_service_pb2.RunCommandResponse]
     """RunCommand runs one command, creating the session on first use."""
+    AttachCommand: _grpc.UnaryUnaryMultiCallable[_bash_service_pb2.AttachCommandRequest, _bash_service_pb2.RunCommandResponse]
+    """AttachCommand waits for the command started by RunCommand with this command_id (at
+    once when it has finished) and returns its result; the result is returned once and then
+    forgotten. NOT_FOUND for an id that is unknown, already collected, or dropped (by
+    Reset, or by the bounds on results nobody collected).
+    """
     StreamCommand: _grpc.UnaryStreamMultiCallable[_bash_service_pb2.StreamCommandRequest, _bash_service_pb2.StreamCommandResponse]
     """StreamCommand runs one command and streams its output as it is produced; the last
     message carries the result (with the same capped output RunCommand would return).
@@ -74,6 +80,12 @@ class BashServiceAsyncStub(BashServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     RunCommand: _aio.UnaryUnaryMultiCallable[_bash_service_pb2.RunCommandRequest, _bash_service_pb2.RunCommandResponse]  # type: ignore[assignment]
     """RunCommand runs one command, creating the session on first use."""
+    AttachCommand: _aio.UnaryUnaryMultiCallable[_bash_service_pb2.AttachCommandRequest, _bash_service_pb2.RunCommandResponse]  # type: ignore[assignment]
+    """AttachCommand waits for the command started by RunCommand with this command_id (at
+    once when it has finished) and returns its result; the result is returned once and then
+    forgotten. NOT_FOUND for an id that is unknown, already collected, or dropped (by
+    Reset, or by the bounds on results nobody collected).
+    """
     StreamCommand: _aio.UnaryStreamMultiCallable[_bash_service_pb2.StreamCommandRequest, _bash_service_pb2.StreamCommandResponse]  # type: ignore[assignment]
     """StreamCommand runs one command and streams its output as it is produced; the last
     message carries the result (with the same capped output RunCommand would return).
@@ -106,6 +118,18 @@ class BashServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_bash_service_pb2.RunCommandResponse, _abc.Awaitable[_bash_service_pb2.RunCommandResponse]]:
         """RunCommand runs one command, creating the session on first use."""
+
+    @_abc_1.abstractmethod
+    def AttachCommand(
+        self,
+        request: _bash_service_pb2.AttachCommandRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_bash_service_pb2.RunCommandResponse, _abc.Awaitable[_bash_service_pb2.RunCommandResponse]]:
+        """AttachCommand waits for the command started by RunCommand with this command_id (at
+        once when it has finished) and returns its result; the result is returned once and then
+        forgotten. NOT_FOUND for an id that is unknown, already collected, or dropped (by
+        Reset, or by the bounds on results nobody collected).
+        """
 
     @_abc_1.abstractmethod
     def StreamCommand(

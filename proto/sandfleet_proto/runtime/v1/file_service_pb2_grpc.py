@@ -51,6 +51,16 @@ class FileServiceStub:
                 request_serializer=sandfleet__proto_dot_runtime_dot_v1_dot_file__service__pb2.ListFilesRequest.SerializeToString,
                 response_deserializer=sandfleet__proto_dot_runtime_dot_v1_dot_file__service__pb2.ListFilesResponse.FromString,
                 _registered_method=True)
+        self.SnapshotTree = channel.unary_stream(
+                '/sandfleet.runtime.v1.FileService/SnapshotTree',
+                request_serializer=sandfleet__proto_dot_runtime_dot_v1_dot_file__service__pb2.SnapshotTreeRequest.SerializeToString,
+                response_deserializer=sandfleet__proto_dot_runtime_dot_v1_dot_file__service__pb2.SnapshotTreeResponse.FromString,
+                _registered_method=True)
+        self.RestoreTree = channel.stream_unary(
+                '/sandfleet.runtime.v1.FileService/RestoreTree',
+                request_serializer=sandfleet__proto_dot_runtime_dot_v1_dot_file__service__pb2.RestoreTreeRequest.SerializeToString,
+                response_deserializer=sandfleet__proto_dot_runtime_dot_v1_dot_file__service__pb2.RestoreTreeResponse.FromString,
+                _registered_method=True)
 
 
 class FileServiceServicer:
@@ -80,6 +90,27 @@ class FileServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SnapshotTree(self, request, context):
+        """SnapshotTree streams the working tree (the runtime's workdir) as a POSIX tar archive:
+        regular files, directories, symlinks (as links) and modes; other file types are left
+        out. The archive is produced while it streams, never held whole in memory.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RestoreTree(self, request_iterator, context):
+        """RestoreTree replaces the working tree with a tar archive (one header message, then
+        chunks), e.g. one SnapshotTree produced in another sandbox. The archive is unpacked
+        into a staging directory first; only when all of it was accepted does it replace the
+        tree. INVALID_ARGUMENT, with the working tree unchanged, for an archive that is not a
+        tar or holds an absolute path, a '..' component, a link pointing outside the tree or
+        a device, FIFO or other special file.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_FileServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -97,6 +128,16 @@ def add_FileServiceServicer_to_server(servicer, server):
                     servicer.ListFiles,
                     request_deserializer=sandfleet__proto_dot_runtime_dot_v1_dot_file__service__pb2.ListFilesRequest.FromString,
                     response_serializer=sandfleet__proto_dot_runtime_dot_v1_dot_file__service__pb2.ListFilesResponse.SerializeToString,
+            ),
+            'SnapshotTree': grpc.unary_stream_rpc_method_handler(
+                    servicer.SnapshotTree,
+                    request_deserializer=sandfleet__proto_dot_runtime_dot_v1_dot_file__service__pb2.SnapshotTreeRequest.FromString,
+                    response_serializer=sandfleet__proto_dot_runtime_dot_v1_dot_file__service__pb2.SnapshotTreeResponse.SerializeToString,
+            ),
+            'RestoreTree': grpc.stream_unary_rpc_method_handler(
+                    servicer.RestoreTree,
+                    request_deserializer=sandfleet__proto_dot_runtime_dot_v1_dot_file__service__pb2.RestoreTreeRequest.FromString,
+                    response_serializer=sandfleet__proto_dot_runtime_dot_v1_dot_file__service__pb2.RestoreTreeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -182,6 +223,60 @@ class FileService:
             '/sandfleet.runtime.v1.FileService/ListFiles',
             sandfleet__proto_dot_runtime_dot_v1_dot_file__service__pb2.ListFilesRequest.SerializeToString,
             sandfleet__proto_dot_runtime_dot_v1_dot_file__service__pb2.ListFilesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SnapshotTree(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/sandfleet.runtime.v1.FileService/SnapshotTree',
+            sandfleet__proto_dot_runtime_dot_v1_dot_file__service__pb2.SnapshotTreeRequest.SerializeToString,
+            sandfleet__proto_dot_runtime_dot_v1_dot_file__service__pb2.SnapshotTreeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RestoreTree(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/sandfleet.runtime.v1.FileService/RestoreTree',
+            sandfleet__proto_dot_runtime_dot_v1_dot_file__service__pb2.RestoreTreeRequest.SerializeToString,
+            sandfleet__proto_dot_runtime_dot_v1_dot_file__service__pb2.RestoreTreeResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -43,6 +43,19 @@ class FileServiceStub:
     """DownloadFile streams a file: one header message, then data chunks."""
     ListFiles: _grpc.UnaryUnaryMultiCallable[_file_service_pb2.ListFilesRequest, _file_service_pb2.ListFilesResponse]
     """ListFiles lists a directory tree (regular files and directories; symlinks not followed)."""
+    SnapshotTree: _grpc.UnaryStreamMultiCallable[_file_service_pb2.SnapshotTreeRequest, _file_service_pb2.SnapshotTreeResponse]
+    """SnapshotTree streams the working tree (the runtime's workdir) as a POSIX tar archive:
+    regular files, directories, symlinks (as links) and modes; other file types are left
+    out. The archive is produced while it streams, never held whole in memory.
+    """
+    RestoreTree: _grpc.StreamUnaryMultiCallable[_file_service_pb2.RestoreTreeRequest, _file_service_pb2.RestoreTreeResponse]
+    """RestoreTree replaces the working tree with a tar archive (one header message, then
+    chunks), e.g. one SnapshotTree produced in another sandbox. The archive is unpacked
+    into a staging directory first; only when all of it was accepted does it replace the
+    tree. INVALID_ARGUMENT, with the working tree unchanged, for an archive that is not a
+    tar or holds an absolute path, a '..' component, a link pointing outside the tree or
+    a device, FIFO or other special file.
+    """
 
 @_typing.type_check_only
 class FileServiceAsyncStub(FileServiceStub):
@@ -59,6 +72,19 @@ class FileServiceAsyncStub(FileServiceStub):
     """DownloadFile streams a file: one header message, then data chunks."""
     ListFiles: _aio.UnaryUnaryMultiCallable[_file_service_pb2.ListFilesRequest, _file_service_pb2.ListFilesResponse]  # type: ignore[assignment]
     """ListFiles lists a directory tree (regular files and directories; symlinks not followed)."""
+    SnapshotTree: _aio.UnaryStreamMultiCallable[_file_service_pb2.SnapshotTreeRequest, _file_service_pb2.SnapshotTreeResponse]  # type: ignore[assignment]
+    """SnapshotTree streams the working tree (the runtime's workdir) as a POSIX tar archive:
+    regular files, directories, symlinks (as links) and modes; other file types are left
+    out. The archive is produced while it streams, never held whole in memory.
+    """
+    RestoreTree: _aio.StreamUnaryMultiCallable[_file_service_pb2.RestoreTreeRequest, _file_service_pb2.RestoreTreeResponse]  # type: ignore[assignment]
+    """RestoreTree replaces the working tree with a tar archive (one header message, then
+    chunks), e.g. one SnapshotTree produced in another sandbox. The archive is unpacked
+    into a staging directory first; only when all of it was accepted does it replace the
+    tree. INVALID_ARGUMENT, with the working tree unchanged, for an archive that is not a
+    tar or holds an absolute path, a '..' component, a link pointing outside the tree or
+    a device, FIFO or other special file.
+    """
 
 class FileServiceServicer(metaclass=_abc_1.ABCMeta):
     """FileService moves files in and out of the sandbox in chunks, never holding a whole
@@ -90,5 +116,30 @@ class FileServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_file_service_pb2.ListFilesResponse, _abc.Awaitable[_file_service_pb2.ListFilesResponse]]:
         """ListFiles lists a directory tree (regular files and directories; symlinks not followed)."""
+
+    @_abc_1.abstractmethod
+    def SnapshotTree(
+        self,
+        request: _file_service_pb2.SnapshotTreeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_file_service_pb2.SnapshotTreeResponse], _abc.AsyncIterator[_file_service_pb2.SnapshotTreeResponse]]:
+        """SnapshotTree streams the working tree (the runtime's workdir) as a POSIX tar archive:
+        regular files, directories, symlinks (as links) and modes; other file types are left
+        out. The archive is produced while it streams, never held whole in memory.
+        """
+
+    @_abc_1.abstractmethod
+    def RestoreTree(
+        self,
+        request_iterator: _MaybeAsyncIterator[_file_service_pb2.RestoreTreeRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_file_service_pb2.RestoreTreeResponse, _abc.Awaitable[_file_service_pb2.RestoreTreeResponse]]:
+        """RestoreTree replaces the working tree with a tar archive (one header message, then
+        chunks), e.g. one SnapshotTree produced in another sandbox. The archive is unpacked
+        into a staging directory first; only when all of it was accepted does it replace the
+        tree. INVALID_ARGUMENT, with the working tree unchanged, for an archive that is not a
+        tar or holds an absolute path, a '..' component, a link pointing outside the tree or
+        a device, FIFO or other special file.
+        """
 
 def add_FileServiceServicer_to_server(servicer: FileServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

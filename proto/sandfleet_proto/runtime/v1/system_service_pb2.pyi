@@ -187,3 +187,97 @@ class BindSessionResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___BindSessionResponse: _TypeAlias = BindSessionResponse  # noqa: Y015
+
+@_typing.final
+class ResetRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResetRequest: _TypeAlias = ResetRequest  # noqa: Y015
+
+@_typing.final
+class ResetResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CLOSED_SESSIONS_FIELD_NUMBER: _builtins.int
+    KILLED_PROCESSES_FIELD_NUMBER: _builtins.int
+    REMOVED_PATHS_FIELD_NUMBER: _builtins.int
+    RESTORED_PATHS_FIELD_NUMBER: _builtins.int
+    DROPPED_COMMANDS_FIELD_NUMBER: _builtins.int
+    DURATION_SECONDS_FIELD_NUMBER: _builtins.int
+    closed_sessions: _builtins.int
+    """Bash sessions that were open and have been closed."""
+    killed_processes: _builtins.int
+    """Processes killed (beyond the shells of the closed sessions)."""
+    removed_paths: _builtins.int
+    """Paths of the working tree removed because the baseline does not have them."""
+    restored_paths: _builtins.int
+    """Paths written back (content, mode, type) because they differed from the baseline."""
+    dropped_commands: _builtins.int
+    """Detached commands (RunCommand with a command_id) dropped, running or finished."""
+    duration_seconds: _builtins.float
+    """Wall time of the reset on the server."""
+    def __init__(
+        self,
+        *,
+        closed_sessions: _builtins.int = ...,
+        killed_processes: _builtins.int = ...,
+        removed_paths: _builtins.int = ...,
+        restored_paths: _builtins.int = ...,
+        dropped_commands: _builtins.int = ...,
+        duration_seconds: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["closed_sessions", b"closed_sessions", "dropped_commands", b"dropped_commands", "duration_seconds", b"duration_seconds", "killed_processes", b"killed_processes", "removed_paths", b"removed_paths", "restored_paths", b"restored_paths"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResetResponse: _TypeAlias = ResetResponse  # noqa: Y015
+
+@_typing.final
+class CaptureBaselineRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CaptureBaselineRequest: _TypeAlias = CaptureBaselineRequest  # noqa: Y015
+
+@_typing.final
+class CaptureBaselineResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATHS_FIELD_NUMBER: _builtins.int
+    BYTES_FIELD_NUMBER: _builtins.int
+    paths: _builtins.int
+    """Paths (files, directories, links) in the baseline."""
+    bytes: _builtins.int
+    """Bytes of file content it holds."""
+    def __init__(
+        self,
+        *,
+        paths: _builtins.int = ...,
+        bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "paths", b"paths"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CaptureBaselineResponse: _TypeAlias = CaptureBaselineResponse  # noqa: Y015

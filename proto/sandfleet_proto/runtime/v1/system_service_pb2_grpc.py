@@ -46,6 +46,16 @@ class SystemServiceStub:
                 request_serializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.BindSessionRequest.SerializeToString,
                 response_deserializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.BindSessionResponse.FromString,
                 _registered_method=True)
+        self.Reset = channel.unary_unary(
+                '/sandfleet.runtime.v1.SystemService/Reset',
+                request_serializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.ResetRequest.SerializeToString,
+                response_deserializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.ResetResponse.FromString,
+                _registered_method=True)
+        self.CaptureBaseline = channel.unary_unary(
+                '/sandfleet.runtime.v1.SystemService/CaptureBaseline',
+                request_serializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.CaptureBaselineRequest.SerializeToString,
+                response_deserializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.CaptureBaselineResponse.FromString,
+                _registered_method=True)
 
 
 class SystemServiceServicer:
@@ -71,6 +81,30 @@ class SystemServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Reset(self, request, context):
+        """Reset returns the sandbox to its pristine state for the next rollout of the same
+        session: every bash session is closed, every process the sandbox started is killed
+        (daemons that called setsid included), detached commands and their results are
+        dropped, the working tree is put back as it was when the runtime started (or at the
+        last CaptureBaseline or RestoreTree with as_baseline), the editor's undo history is
+        cleared and the idle
+        clock restarts. The token, the binding and its environment stay. FAILED_PRECONDITION
+        when the runtime could not capture its working tree at start (too large).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CaptureBaseline(self, request, context):
+        """CaptureBaseline makes the working tree as it is now the one Reset returns to, e.g.
+        once a task's files were uploaded ("prepare once, reset per rollout"). BindSession
+        returns to the tree the runtime started with, so no session inherits another's.
+        FAILED_PRECONDITION (baseline unchanged) when the tree is larger than the runtime keeps.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SystemServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -83,6 +117,16 @@ def add_SystemServiceServicer_to_server(servicer, server):
                     servicer.BindSession,
                     request_deserializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.BindSessionRequest.FromString,
                     response_serializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.BindSessionResponse.SerializeToString,
+            ),
+            'Reset': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reset,
+                    request_deserializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.ResetRequest.FromString,
+                    response_serializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.ResetResponse.SerializeToString,
+            ),
+            'CaptureBaseline': grpc.unary_unary_rpc_method_handler(
+                    servicer.CaptureBaseline,
+                    request_deserializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.CaptureBaselineRequest.FromString,
+                    response_serializer=sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.CaptureBaselineResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -141,6 +185,60 @@ class SystemService:
             '/sandfleet.runtime.v1.SystemService/BindSession',
             sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.BindSessionRequest.SerializeToString,
             sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.BindSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reset(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandfleet.runtime.v1.SystemService/Reset',
+            sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.ResetRequest.SerializeToString,
+            sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.ResetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CaptureBaseline(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandfleet.runtime.v1.SystemService/CaptureBaseline',
+            sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.CaptureBaselineRequest.SerializeToString,
+            sandfleet__proto_dot_runtime_dot_v1_dot_system__service__pb2.CaptureBaselineResponse.FromString,
             options,
             channel_credentials,
             insecure,

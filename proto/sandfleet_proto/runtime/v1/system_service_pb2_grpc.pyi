@@ -44,6 +44,22 @@ class SystemServiceStub:
     restarts. The call carries the current token; binding again (rotating once more) is
     allowed. INVALID_ARGUMENT (nothing changed) for a short token or a bad variable name.
     """
+    Reset: _grpc.UnaryUnaryMultiCallable[_system_service_pb2.ResetRequest, _system_service_pb2.ResetResponse]
+    """Reset returns the sandbox to its pristine state for the next rollout of the same
+    session: every bash session is closed, every process the sandbox started is killed
+    (daemons that called setsid included), detached commands and their results are
+    dropped, the working tree is put back as it was when the runtime started (or at the
+    last CaptureBaseline or RestoreTree with as_baseline), the editor's undo history is
+    cleared and the idle
+    clock restarts. The token, the binding and its environment stay. FAILED_PRECONDITION
+    when the runtime could not capture its working tree at start (too large).
+    """
+    CaptureBaseline: _grpc.UnaryUnaryMultiCallable[_system_service_pb2.CaptureBaselineRequest, _system_service_pb2.CaptureBaselineResponse]
+    """CaptureBaseline makes the working tree as it is now the one Reset returns to, e.g.
+    once a task's files were uploaded ("prepare once, reset per rollout"). BindSession
+    returns to the tree the runtime started with, so no session inherits another's.
+    FAILED_PRECONDITION (baseline unchanged) when the tree is larger than the runtime keeps.
+    """
 
 @_typing.type_check_only
 class SystemServiceAsyncStub(SystemServiceStub):
@@ -60,6 +76,22 @@ class SystemServiceAsyncStub(SystemServiceStub):
     session's environment, the bash sessions open before are closed, and the idle clock
     restarts. The call carries the current token; binding again (rotating once more) is
     allowed. INVALID_ARGUMENT (nothing changed) for a short token or a bad variable name.
+    """
+    Reset: _aio.UnaryUnaryMultiCallable[_system_service_pb2.ResetRequest, _system_service_pb2.ResetResponse]  # type: ignore[assignment]
+    """Reset returns the sandbox to its pristine state for the next rollout of the same
+    session: every bash session is closed, every process the sandbox started is killed
+    (daemons that called setsid included), detached commands and their results are
+    dropped, the working tree is put back as it was when the runtime started (or at the
+    last CaptureBaseline or RestoreTree with as_baseline), the editor's undo history is
+    cleared and the idle
+    clock restarts. The token, the binding and its environment stay. FAILED_PRECONDITION
+    when the runtime could not capture its working tree at start (too large).
+    """
+    CaptureBaseline: _aio.UnaryUnaryMultiCallable[_system_service_pb2.CaptureBaselineRequest, _system_service_pb2.CaptureBaselineResponse]  # type: ignore[assignment]
+    """CaptureBaseline makes the working tree as it is now the one Reset returns to, e.g.
+    once a task's files were uploaded ("prepare once, reset per rollout"). BindSession
+    returns to the tree the runtime started with, so no session inherits another's.
+    FAILED_PRECONDITION (baseline unchanged) when the tree is larger than the runtime keeps.
     """
 
 class SystemServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -86,6 +118,34 @@ class SystemServiceServicer(metaclass=_abc_1.ABCMeta):
         session's environment, the bash sessions open before are closed, and the idle clock
         restarts. The call carries the current token; binding again (rotating once more) is
         allowed. INVALID_ARGUMENT (nothing changed) for a short token or a bad variable name.
+        """
+
+    @_abc_1.abstractmethod
+    def Reset(
+        self,
+        request: _system_service_pb2.ResetRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_system_service_pb2.ResetResponse, _abc.Awaitable[_system_service_pb2.ResetResponse]]:
+        """Reset returns the sandbox to its pristine state for the next rollout of the same
+        session: every bash session is closed, every process the sandbox started is killed
+        (daemons that called setsid included), detached commands and their results are
+        dropped, the working tree is put back as it was when the runtime started (or at the
+        last CaptureBaseline or RestoreTree with as_baseline), the editor's undo history is
+        cleared and the idle
+        clock restarts. The token, the binding and its environment stay. FAILED_PRECONDITION
+        when the runtime could not capture its working tree at start (too large).
+        """
+
+    @_abc_1.abstractmethod
+    def CaptureBaseline(
+        self,
+        request: _system_service_pb2.CaptureBaselineRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_system_service_pb2.CaptureBaselineResponse, _abc.Awaitable[_system_service_pb2.CaptureBaselineResponse]]:
+        """CaptureBaseline makes the working tree as it is now the one Reset returns to, e.g.
+        once a task's files were uploaded ("prepare once, reset per rollout"). BindSession
+        returns to the tree the runtime started with, so no session inherits another's.
+        FAILED_PRECONDITION (baseline unchanged) when the tree is larger than the runtime keeps.
         """
 
 def add_SystemServiceServicer_to_server(servicer: SystemServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,243 @@
+"""The working tree as a streamed tar archive: snapshot it out, restore one in (safely).
+
+Both directions run tarfile in a worker thread connected to the event loop by a small
+bounded queue, so a 100 MB tree never sits in memory and a slow peer slows the thread
+down instead of growing a buffer. Restore unpacks into a staging directory inside the
+tree with tarfile's `data` filter plus two refusals of our own (absolute names and `..`
+components, which the filter would silently rewrite), and swaps the staged tree in only
+once the whole archive was accepted: a refused archive leaves the tree as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import queue
+import shutil
+import tarfile
+import tempfile
+import threading
+from collections.abc import AsyncGenerator, AsyncIterator
+from pathlib import Path
+
+from sandfleet_runtime.baseline import walk_tree
+from sandfleet_runtime.errors import FailedPreconditionError, InvalidArgumentError
+
+__all__ = ["ARCHIVE_CHUNK_BYTES", "RestoredTree", "restore_tree", "snapshot_tree"]
+
+ARCHIVE_CHUNK_BYTES = 256 * 1024
+_QUEUE_CHUNKS = 8
+"""Chunks in flight between the thread and the loop (2 MiB): the whole memory bound."""
+_POLL_S = 0.05
+STAGING_PREFIX = ".sandfleet-restore-"
+
+
+class _Aborted(Exception):
+    """The other side went away; the worker thread stops."""
+
+
+class _QueueWriter:
+    """A write-only file for tarfile that hands ARCHIVE_CHUNK_BYTES pieces to the loop."""
+
+    def __init__(self, chunks: queue.Queue[bytes | None], stop: threading.Event) -> None:
+        self._chunks = chunks
+        self._stop = stop
+        self._pending = bytearray()
+
+    def write(self, data: bytes) -> int:
+        self._pending += data
+        while len(self._pending) >= ARCHIVE_CHUNK_BYTES:
+            self._put(bytes(self._pending[:ARCHIVE_CHUNK_BYTES]))
+            del self._pending[:ARCHIVE_CHUNK_BYTES]
+        return len(data)
+
+    def finish(self) -> None:
+        if self._pending:
+            self._put(bytes(self._pending))
+        self._put(None)
+
+    def _put(self, chunk: bytes | None) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(queue.Full):
+                self._chunks.put(chunk, timeout=_POLL_S)
+                return
+        raise _Aborted
+
+
+def _archivable(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    """Regular files, directories and links only; owners are not carried across sandboxes."""
+    if not (member.isreg() or member.isdir() or member.issym() or member.islnk()):
+        return None
+    member.uid = member.gid = 0
+    member.uname = member.gname = ""
+    return member
+
+
+def _write_archive(root: Path, writer: _QueueWriter) -> None:
+    with tarfile.open(fileobj=writer, mode="w|", format=tarfile.PAX_FORMAT) as archive:  # type: ignore[call-overload]
+        for relative, _ in walk_tree(root):
+            if relative.startswith(STAGING_PREFIX):  # a RestoreTree in progress
+                continue
+            with contextlib.suppress(FileNotFoundError):  # removed by a command since the walk
+                archive.add(root / relative, arcname=relative, recursive=False, filter=_archivable)
+    writer.finish()
+
+
+async def snapshot_tree(root: Path) -> AsyncGenerator[bytes, None]:
+    """The tar archive of everything below `root`, in chunks, produced while it streams."""
+    chunks: queue.Queue[bytes | None] = queue.Queue(_QUEUE_CHUNKS)
+    stop = threading.Event()
+    worker = asyncio.ensure_future(
+        asyncio.to_thread(_write_archive, root, _QueueWriter(chunks, stop))
+    )
+    try:
+        while True:
+            try:
+                chunk = chunks.get_nowait()
+            except queue.Empty:
+                if worker.done():
+                    worker.result()  # raises what the thread raised
+                    if chunks.empty():
+                        return
+                    continue
+                await asyncio.wait({worker}, timeout=0.002)
+                continue
+            if chunk is None:
+                break
+            yield chunk
+        await worker
+    finally:
+        stop.set()
+        if not worker.done():
+            with contextlib.suppress(_Aborted):
+                await worker
+
+
+class _QueueReader:
+    """A read-only file for tarfile fed with the chunks the client streams."""
+
+    def __init__(self, chunks: queue.Queue[bytes | None], stop: threading.Event) -> None:
+        self._chunks = chunks
+        self._stop = stop
+        self._buffer = bytearray()
+        self._eof = False
+
+    def read(self, size: int = -1) -> bytes:
+        while not self._eof and (size < 0 or len(self._buffer) < size):
+            chunk = self._get()
+            if chunk is None:
+                self._eof = True
+            else:
+                self._buffer += chunk
+        if size < 0:
+            size = len(self._buffer)
+        data = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        return data
+
+    def _get(self) -> bytes | None:
+        while not self._stop.is_set():
+            with contextlib.suppress(queue.Empty):
+                return self._chunks.get(timeout=_POLL_S)
+        raise _Aborted
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RestoredTree:
+    entries: int
+    bytes: int
+
+
+def _refuse_unsafe(member: tarfile.TarInfo, destination: str) -> tarfile.TarInfo | None:
+    """tarfile's `data` filter, preceded by the refusals it would turn into rewrites."""
+    name = member.name
+    if name.startswith("/") or os.path.isabs(name):
+        raise InvalidArgumentError(f"the archive member {name!r} has an absolute path")
+    if ".." in name.replace("\\", "/").split("/"):
+        raise InvalidArgumentError(f"the archive member {name!r} has a '..' component")
+    return tarfile.data_filter(member, destination)
+
+
+def _unpack(reader: _QueueReader, staging: str) -> RestoredTree:
+    entries = size = 0
+    try:
+        with tarfile.open(fileobj=reader, mode="r|*") as archive:  # type: ignore[call-overload]
+            for member in archive:
+                safe = _refuse_unsafe(member, staging)
+                if safe is None:
+                    continue
+                archive.extract(safe, staging, filter="fully_trusted")
+                entries += 1
+                size += safe.size if safe.isreg() else 0
+    except tarfile.FilterError as error:
+        raise InvalidArgumentError(f"the archive member is unsafe: {error}") from None
+    except tarfile.ReadError as error:
+        raise InvalidArgumentError(f"this is not a readable tar archive ({error})") from None
+    return RestoredTree(entries, size)
+
+
+def _swap_in(root: Path, staging: Path) -> None:
+    """Replaces everything in `root` but `staging` with what `staging` holds."""
+    for name in os.listdir(root):
+        path = root / name
+        if path == staging or os.path.ismount(path):  # a mounted volume is not the tree's
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    for name in os.listdir(staging):
+        os.rename(staging / name, root / name)
+    staging.rmdir()
+
+
+async def restore_tree(root: Path, chunks: AsyncIterator[bytes]) -> RestoredTree:
+    """Replaces the tree below `root` with the tar archive in `chunks`, or refuses it whole.
+
+    InvalidArgumentError (tree unchanged) for anything but a safe tar archive.
+    """
+    if root.parent == root:  # "/" (the runtime passes the resolved working directory)
+        raise FailedPreconditionError(
+            "The working directory is /; restoring a tree needs a dedicated working directory."
+        )
+    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=root))
+    pipe: queue.Queue[bytes | None] = queue.Queue(_QUEUE_CHUNKS)
+    stop = threading.Event()
+    worker = asyncio.ensure_future(
+        asyncio.to_thread(_unpack, _QueueReader(pipe, stop), str(staging))
+    )
+    swapped = False
+    try:
+        async for chunk in chunks:
+            while not worker.done():
+                try:
+                    pipe.put_nowait(chunk)
+                    break
+                except queue.Full:
+                    await asyncio.wait({worker}, timeout=0.002)
+            if worker.done():
+                break  # refused (or finished): the rest of the stream does not matter
+        while not worker.done():
+            try:
+                pipe.put_nowait(None)
+                break
+            except queue.Full:
+                await asyncio.wait({worker}, timeout=0.002)
+        try:
+            restored = await worker
+        except InvalidArgumentError as error:
+            raise InvalidArgumentError(
+                f"The archive was refused, {error}; the working tree is unchanged."
+            ) from None
+        await asyncio.to_thread(_swap_in, root, staging)
+        swapped = True
+        return restored
+    finally:
+        stop.set()
+        if not worker.done():
+            with contextlib.suppress(_Aborted, InvalidArgumentError, OSError):
+                await worker
+        if not swapped:
+            await asyncio.to_thread(shutil.rmtree, staging, True)
