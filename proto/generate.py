@@ -32,7 +32,7 @@ def generate(out_root: Path) -> list[Path]:
 
     # protoc finds the mypy-protobuf plugins on PATH; they sit beside this interpreter.
     bin_dir = str(Path(sys.executable).parent)
-    os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+    saved_path = os.environ.get("PATH", "")
     targets = [out_root / package for package in PACKAGE_DIRS]
     for target in targets:
         target.mkdir(parents=True, exist_ok=True)
@@ -58,7 +58,14 @@ def generate(out_root: Path) -> list[Path]:
         f"--mypy_grpc_out={out_root}",
         *protos,
     ]
-    if protoc.main(args) != 0:
+    # protoc runs in this process: PATH is changed for its run only, not for whoever
+    # imported this (the drift test: later tests' sandboxes must not find this venv's tools).
+    os.environ["PATH"] = bin_dir + os.pathsep + saved_path
+    try:
+        failed = protoc.main(args) != 0
+    finally:
+        os.environ["PATH"] = saved_path
+    if failed:
         raise SystemExit("protoc failed")
     written: list[Path] = []
     for target in targets:

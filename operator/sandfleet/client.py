@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
     Awaitable,
     Callable,
-    Iterator,
     Mapping,
     Sequence,
 )
@@ -20,9 +18,17 @@ from typing import Any, Protocol, TypeVar
 import grpc
 
 from sandfleet.api import GATEWAY_SESSION_METADATA
-from sandfleet.errors import SandboxLostError, ToolError
 from sandfleet.grpc_channel import Tls, open_channel, retry_service_config
+from sandfleet.runtime_calls import (
+    CHUNK,
+    DEADLINE_MARGIN_S,
+    command_result,
+    model_text,
+    publish,
+    translate,
+)
 from sandfleet.runtime_results import CommandResult, FileEntry, SandboxStats, UploadResult
+from sandfleet.runtime_rollouts import ResetResult, RolloutCalls
 from sandfleet_proto.runtime.v1 import bash_service_pb2 as bash_pb
 from sandfleet_proto.runtime.v1 import bash_service_pb2_grpc as bash_grpc
 from sandfleet_proto.runtime.v1 import editor_service_pb2 as editor_pb
@@ -35,6 +41,7 @@ from sandfleet_proto.runtime.v1 import system_service_pb2_grpc as system_grpc
 __all__ = [
     "CommandResult",
     "FileEntry",
+    "ResetResult",
     "RuntimeClient",
     "SandboxStats",
     "Tls",
@@ -53,35 +60,7 @@ _SERVICE_CONFIG = retry_service_config(
         "sandfleet.runtime.v1.BashService",
     ]
 )
-# Status codes that mean "the request was wrong", which the model can fix itself.
-_MODEL_FIXABLE = frozenset(
-    {
-        grpc.StatusCode.INVALID_ARGUMENT,
-        grpc.StatusCode.NOT_FOUND,
-        grpc.StatusCode.ALREADY_EXISTS,
-        grpc.StatusCode.FAILED_PRECONDITION,
-        grpc.StatusCode.OUT_OF_RANGE,
-        grpc.StatusCode.RESOURCE_EXHAUSTED,
-    }
-)
-_CHUNK = 256 * 1024
-# Extra seconds on a command's gRPC deadline beyond its own timeout (kill + drain + transit).
-_DEADLINE_MARGIN_S = 30.0
 _NO_ENV: Mapping[str, str] = MappingProxyType({})
-
-
-def _command_result(resp: bash_pb.RunCommandResponse) -> CommandResult:
-    return CommandResult(
-        stdout=resp.stdout,
-        stderr=resp.stderr,
-        exit_code=resp.exit_code if resp.HasField("exit_code") else None,
-        timed_out=resp.outcome == bash_pb.COMMAND_OUTCOME_TIMED_OUT,
-        interrupted=resp.outcome == bash_pb.COMMAND_OUTCOME_INTERRUPTED,
-        shell_exited=resp.outcome == bash_pb.COMMAND_OUTCOME_SHELL_EXITED,
-        truncated=resp.stdout_truncated or resp.stderr_truncated,
-        duration_s=resp.duration_seconds,
-        cwd=resp.cwd,
-    )
 
 
 class _EditorResponse(Protocol):
@@ -91,7 +70,7 @@ class _EditorResponse(Protocol):
     def output(self) -> str: ...
 
 
-class RuntimeClient:
+class RuntimeClient(RolloutCalls):
     """One channel to one runtime agent. Model-fixable failures raise ToolError; every
     infrastructure failure (unreachable, auth, deadline, server fault) raises SandboxLostError."""
 
@@ -133,7 +112,7 @@ class RuntimeClient:
         try:
             return await call()
         except grpc.aio.AioRpcError as exc:
-            raise _translate(exc) from exc
+            raise translate(exc) from exc
 
     async def wait_ready(self, timeout_s: float = 30.0) -> None:
         """Wait until the agent accepts authenticated calls (stats answers)."""
@@ -155,28 +134,28 @@ class RuntimeClient:
         timeout_s: float = 0,
         max_output_chars: int = 0,
     ) -> CommandResult:
-        with _model_text():
+        with model_text():
             request = bash_pb.RunCommandRequest(
                 session=session,
                 command=command,
                 timeout_seconds=timeout_s,
                 max_output_chars=max_output_chars,
             )
-        deadline = (timeout_s or 3600.0) + _DEADLINE_MARGIN_S
+        deadline = (timeout_s or 3600.0) + DEADLINE_MARGIN_S
         resp = await self._rpc(
             lambda: self._bash.RunCommand(request, metadata=self._metadata, timeout=deadline)
         )
-        return _command_result(resp)
+        return command_result(resp)
 
     async def stream_command(
         self, command: str, *, session: str = "default", timeout_s: float = 0
     ) -> AsyncIterator[tuple[str, str] | CommandResult]:
         """Yield ("stdout"|"stderr", text) chunks as they arrive, then the CommandResult."""
-        with _model_text():
+        with model_text():
             request = bash_pb.StreamCommandRequest(
                 session=session, command=command, timeout_seconds=timeout_s
             )
-        deadline = (timeout_s or 3600.0) + _DEADLINE_MARGIN_S
+        deadline = (timeout_s or 3600.0) + DEADLINE_MARGIN_S
         call = self._bash.StreamCommand(request, metadata=self._metadata, timeout=deadline)
         try:
             async for message in call:
@@ -188,9 +167,9 @@ class RuntimeClient:
                     )
                     yield name, message.chunk.text
                 else:
-                    yield _command_result(message.result)
+                    yield command_result(message.result)
         except grpc.aio.AioRpcError as exc:
-            raise _translate(exc) from exc
+            raise translate(exc) from exc
 
     async def interrupt(self, session: str = "default") -> bool:
         resp = await self._rpc(
@@ -206,29 +185,29 @@ class RuntimeClient:
     async def view(self, path: str, view_range: Sequence[int] | None = None) -> str:
         """A file with line numbers (only `view_range`: [start, end], 1-based, end -1 = to
         the end of the file) or a directory listing two levels deep."""
-        with _model_text():
+        with model_text():
             request = editor_pb.ViewRequest(path=path, view_range=view_range or [])
         return await self._edit(self._editor.View, request)
 
     async def create(self, path: str, file_text: str) -> str:
-        with _model_text():
+        with model_text():
             request = editor_pb.CreateRequest(path=path, file_text=file_text)
         return await self._edit(self._editor.Create, request)
 
     async def str_replace(self, path: str, old_str: str, new_str: str | None = None) -> str:
         """Replace the one occurrence of `old_str` in `path`; `new_str` None deletes it."""
-        with _model_text():
+        with model_text():
             request = editor_pb.StrReplaceRequest(path=path, old_str=old_str, new_str=new_str)
         return await self._edit(self._editor.StrReplace, request)
 
     async def insert(self, path: str, insert_line: int, new_str: str) -> str:
         """Insert `new_str` after line `insert_line` (0 = at the top)."""
-        with _model_text():
+        with model_text():
             request = editor_pb.InsertRequest(path=path, insert_line=insert_line, new_str=new_str)
         return await self._edit(self._editor.Insert, request)
 
     async def undo_edit(self, path: str) -> str:
-        with _model_text():
+        with model_text():
             request = editor_pb.UndoEditRequest(path=path)
         return await self._edit(self._editor.UndoEdit, request)
 
@@ -253,7 +232,7 @@ class RuntimeClient:
             mode = 0o644
             if isinstance(source, Path):
                 mode = (await asyncio.to_thread(source.stat)).st_mode & 0o7777
-        with _model_text():
+        with model_text():
             header = file_pb.UploadFileHeader(
                 path=remote, mode=mode, make_parents=make_parents, overwrite=overwrite
             )
@@ -261,13 +240,13 @@ class RuntimeClient:
         async def requests() -> AsyncIterator[file_pb.UploadFileRequest]:
             yield file_pb.UploadFileRequest(header=header)
             if isinstance(source, bytes):
-                for start in range(0, len(source), _CHUNK):
-                    yield file_pb.UploadFileRequest(chunk=source[start : start + _CHUNK])
+                for start in range(0, len(source), CHUNK):
+                    yield file_pb.UploadFileRequest(chunk=source[start : start + CHUNK])
                 return
             # Local disk reads go through a worker thread: a slow disk must not stall the loop.
             handle = await asyncio.to_thread(source.open, "rb")
             try:
-                while chunk := await asyncio.to_thread(handle.read, _CHUNK):
+                while chunk := await asyncio.to_thread(handle.read, CHUNK):
                     yield file_pb.UploadFileRequest(chunk=chunk)
             finally:
                 handle.close()
@@ -279,8 +258,8 @@ class RuntimeClient:
         """Stream `remote` into `local` (a temporary name, then renamed); returns bytes written."""
         await asyncio.to_thread(local.parent.mkdir, parents=True, exist_ok=True)
         partial = local.with_name(local.name + ".partial")
-        with _model_text():
-            request = file_pb.DownloadFileRequest(path=remote, chunk_size=_CHUNK)
+        with model_text():
+            request = file_pb.DownloadFileRequest(path=remote, chunk_size=CHUNK)
         call = self._files.DownloadFile(request, metadata=self._metadata)
         written, mode = 0, 0o644
         out = await asyncio.to_thread(partial.open, "wb")
@@ -294,9 +273,9 @@ class RuntimeClient:
         except grpc.aio.AioRpcError as exc:
             out.close()
             partial.unlink(missing_ok=True)
-            raise _translate(exc) from exc
+            raise translate(exc) from exc
         out.close()
-        await asyncio.to_thread(_publish, partial, local, mode)
+        await asyncio.to_thread(publish, partial, local, mode)
         return written
 
     async def download_chunks(self, remote: str) -> AsyncGenerator[bytes, None]:
@@ -306,14 +285,14 @@ class RuntimeClient:
         with a byte budget stops a file that is bigger than the runtime said.
         """
         call = self._files.DownloadFile(
-            file_pb.DownloadFileRequest(path=remote, chunk_size=_CHUNK), metadata=self._metadata
+            file_pb.DownloadFileRequest(path=remote, chunk_size=CHUNK), metadata=self._metadata
         )
         try:
             async for message in call:
                 if message.HasField("chunk"):
                     yield message.chunk
         except grpc.aio.AioRpcError as exc:
-            raise _translate(exc) from exc
+            raise translate(exc) from exc
         finally:
             call.cancel()  # a no-op once the stream has ended
 
@@ -333,7 +312,7 @@ class RuntimeClient:
         return entries, resp.truncated
 
     async def list_files(self, remote_dir: str, *, max_depth: int = 0) -> list[FileEntry]:
-        with _model_text():
+        with model_text():
             request = file_pb.ListFilesRequest(path=remote_dir, max_depth=max_depth)
         resp = await self._rpc(
             lambda: self._files.ListFiles(
@@ -379,7 +358,7 @@ class RuntimeClient:
         an invalid variable name raises ToolError and changes nothing. When the call fails
         otherwise (SandboxLostError), the server may or may not have switched tokens.
         """
-        with _model_text():
+        with model_text():
             request = system_pb.BindSessionRequest(token=token, env=env, session=session)
         await self._rpc(
             lambda: self._system.BindSession(
@@ -387,174 +366,3 @@ class RuntimeClient:
             )
         )
         self.rotate_token(token)
-
-    # --- rollouts: reset, snapshot/restore, detached commands (issue 16) -----------------
-    async def reset(self) -> ResetResult:
-        """Return the sandbox to its pristine state for the next rollout of the same session:
-        bash sessions closed, every process killed, the working tree restored, editor undo
-        history and detached commands dropped. The token and the binding stay. ToolError
-        (FAILED_PRECONDITION) when the runtime keeps no baseline (its tree was too large)."""
-        resp = await self._rpc(
-            lambda: self._system.Reset(
-                system_pb.ResetRequest(), metadata=self._metadata, timeout=self._rpc_timeout_s
-            )
-        )
-        return ResetResult(
-            closed_sessions=resp.closed_sessions,
-            killed_processes=resp.killed_processes,
-            removed_paths=resp.removed_paths,
-            restored_paths=resp.restored_paths,
-            dropped_commands=resp.dropped_commands,
-            duration_s=resp.duration_seconds,
-        )
-
-    async def capture_baseline(self) -> tuple[int, int]:
-        """Make the working tree as it is now the one `reset()` returns to (e.g. after
-        uploading a task's files); returns (paths, bytes) kept. A later bind_session goes
-        back to the image's tree. ToolError (FAILED_PRECONDITION) when the tree is too large."""
-        resp = await self._rpc(
-            lambda: self._system.CaptureBaseline(
-                system_pb.CaptureBaselineRequest(),
-                metadata=self._metadata,
-                timeout=self._rpc_timeout_s,
-            )
-        )
-        return resp.paths, resp.bytes
-
-    async def snapshot(self) -> AsyncGenerator[bytes, None]:
-        """The working tree as a tar archive, chunk by chunk (closing early cancels it)."""
-        call = self._files.SnapshotTree(file_pb.SnapshotTreeRequest(), metadata=self._metadata)
-        try:
-            async for message in call:
-                yield message.chunk
-        except grpc.aio.AioRpcError as exc:
-            raise _translate(exc) from exc
-        finally:
-            call.cancel()  # a no-op once the stream has ended
-
-    async def snapshot_to(self, local: Path) -> int:
-        """Write the working tree's tar archive to `local` (renamed into place when
-        complete); returns its size in bytes."""
-        await asyncio.to_thread(local.parent.mkdir, parents=True, exist_ok=True)
-        partial = local.with_name(local.name + ".partial")
-        written = 0
-        out = await asyncio.to_thread(partial.open, "wb")
-        try:
-            async for chunk in self.snapshot():
-                await asyncio.to_thread(out.write, chunk)
-                written += len(chunk)
-        except BaseException:
-            out.close()
-            partial.unlink(missing_ok=True)
-            raise
-        out.close()
-        await asyncio.to_thread(_publish, partial, local, 0o600)
-        return written
-
-    async def restore(
-        self, archive: Path | AsyncIterator[bytes], *, as_baseline: bool = False
-    ) -> tuple[int, int]:
-        """Replace the working tree with a tar archive (a local file or chunks, e.g. another
-        sandbox's `snapshot()`); returns (entries, bytes) unpacked. An unsafe archive
-        (absolute or '..' paths, links out of the tree, devices) raises ToolError and changes
-        nothing. `as_baseline`: later resets return to this tree instead of the image's."""
-        header = file_pb.RestoreTreeHeader(as_baseline=as_baseline)
-
-        async def requests() -> AsyncIterator[file_pb.RestoreTreeRequest]:
-            yield file_pb.RestoreTreeRequest(header=header)
-            if isinstance(archive, Path):
-                handle = await asyncio.to_thread(archive.open, "rb")
-                try:
-                    while chunk := await asyncio.to_thread(handle.read, _CHUNK):
-                        yield file_pb.RestoreTreeRequest(chunk=chunk)
-                finally:
-                    handle.close()
-                return
-            async for chunk in archive:
-                yield file_pb.RestoreTreeRequest(chunk=chunk)
-
-        resp = await self._rpc(lambda: self._files.RestoreTree(requests(), metadata=self._metadata))
-        return resp.entries, resp.bytes
-
-    async def run_detached(
-        self,
-        command: str,
-        *,
-        command_id: str,
-        session: str = "default",
-        timeout_s: float = 0,
-        max_output_chars: int = 0,
-    ) -> CommandResult:
-        """`run_command` under a caller-chosen id: if this call drops (SandboxLostError, or
-        CancelledError when the channel is closed), the command keeps running and
-        `attach_command(command_id)` gets its result, once. NOT_FOUND from that attach means
-        the command never reached the runtime: run it again. ToolError (ALREADY_EXISTS)
-        while a command with that id is running or uncollected."""
-        with _model_text():
-            request = bash_pb.RunCommandRequest(
-                session=session,
-                command=command,
-                timeout_seconds=timeout_s,
-                max_output_chars=max_output_chars,
-                command_id=command_id,
-            )
-        deadline = (timeout_s or 3600.0) + _DEADLINE_MARGIN_S
-        resp = await self._rpc(
-            lambda: self._bash.RunCommand(request, metadata=self._metadata, timeout=deadline)
-        )
-        return _command_result(resp)
-
-    async def attach_command(self, command_id: str, *, timeout_s: float = 3600.0) -> CommandResult:
-        """Wait for the command started by `run_detached(command_id=...)` and return its
-        result; ToolError (NOT_FOUND) when unknown or already collected."""
-        resp = await self._rpc(
-            lambda: self._bash.AttachCommand(
-                bash_pb.AttachCommandRequest(command_id=command_id),
-                metadata=self._metadata,
-                timeout=timeout_s + _DEADLINE_MARGIN_S,
-            )
-        )
-        return _command_result(resp)
-
-
-def _publish(partial: Path, local: Path, mode: int) -> None:
-    partial.chmod(mode)
-    partial.replace(local)
-
-
-@contextlib.contextmanager
-def _model_text() -> Iterator[None]:
-    """Building a request from the model's arguments: protobuf refuses text that is not valid
-    Unicode (a lone surrogate such as \\udc80 from a JSON escape) and integers out of range.
-    Both are the model's to fix, so they become a ToolError (an observation), not a crash."""
-    try:
-        yield
-    except UnicodeEncodeError as exc:
-        where = exc.object[max(0, exc.start - 20) : exc.end + 20]
-        raise ToolError(
-            f"An argument is not valid Unicode text: it holds a lone surrogate at position"
-            f" {exc.start} (near {where!r}). Send plain UTF-8 text.",
-            code="INVALID_ARGUMENT",
-        ) from None
-    except ValueError as exc:
-        raise ToolError(f"An argument is out of range: {exc}.", code="INVALID_ARGUMENT") from None
-
-
-def _translate(exc: grpc.aio.AioRpcError) -> ToolError | SandboxLostError:
-    code = exc.code()
-    details = exc.details() or code.name
-    if code in _MODEL_FIXABLE:
-        return ToolError(details, code=code.name)
-    return SandboxLostError(f"runtime call failed: {code.name}: {details}")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ResetResult:
-    """What RuntimeClient.reset() did."""
-
-    closed_sessions: int
-    killed_processes: int
-    removed_paths: int
-    restored_paths: int
-    dropped_commands: int
-    duration_s: float
