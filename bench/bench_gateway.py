@@ -18,6 +18,11 @@ Rounds:
   churn       N claims and releases, then the time until no session, claimed pod, Secret or
               NetworkPolicy is left (the pool is deleted first)
 
+Latency rounds (sequential, bursts, batch, overhead) run with the operator paused (SIGSTOP)
+once the pool is full: the claim path never waits on it, and on this 2-core node its refill
+of the claimed pods (container starts) would otherwise dominate every number; --live-refill
+keeps it running. Every round waits for the 1-minute load to fall below 4 first.
+
 Results: a table on stdout with the load average of each round, and JSON in
 ~/.cache/sandfleet/bench/gateway-<time>.json (or --out). Never run while tests use the cluster.
 """
@@ -28,7 +33,9 @@ import argparse
 import asyncio
 import datetime as dt
 import json
+import os
 import secrets
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +43,12 @@ from bench.gateway_bench import rounds
 from bench.gateway_bench.process import GatewayProcess
 from bench.gateway_bench.rounds import POOL, GatewayBench
 from bench.operator_bench.launcher import BenchOperator, running_cluster
-from bench.operator_bench.namespaces import create_namespace, delete_namespace, new_name
+from bench.operator_bench.namespaces import (
+    create_namespace,
+    delete_namespace,
+    new_name,
+    strip_finalizers,
+)
 from sandfleet.api import API_VERSION, POOL_PLURAL
 from sandfleet.kube import KubeClient, KubeConfig, resource_path
 from sandfleet.logs import configure_logging
@@ -66,6 +78,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--open", type=int, default=100, help="open sessions (memory round)")
     parser.add_argument("--churn", type=int, default=1000)
     parser.add_argument("--churn-concurrency", type=int, default=16)
+    parser.add_argument(
+        "--live-refill",
+        action="store_true",
+        help="keep the operator running during latency rounds (refills compete for the CPU)",
+    )
     parser.add_argument("--out", type=Path, default=None)
     return parser.parse_args()
 
@@ -119,7 +136,10 @@ async def main_async(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             pool = {"apiVersion": API_VERSION, "kind": "SandboxPool", "metadata": {"name": POOL},
                     "spec": {"replicas": args.pool}}  # fmt: skip
             await kube.create(resource_path(API_VERSION, POOL_PLURAL, namespace), pool)
-            bench = GatewayBench(kube, namespace, gateway, operator, token, args.pool)
+            bench = GatewayBench(
+                kube, namespace, gateway, operator, token, args.pool,
+                pause_operator=not args.live_refill,
+            )  # fmt: skip
             results = await run_rounds(bench, args)
             results["gateway_log_tail"] = gateway.log_path.read_text()[-2000:]
             results["gateway_metrics"] = [
@@ -128,8 +148,11 @@ async def main_async(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             ]  # fmt: skip
             return results
         finally:
+            os.kill(operator.pid, signal.SIGCONT)
             gateway.stop()
             operator.stop()
+            # No operator is left to run the finalizers: the namespace must not hang on them.
+            await strip_finalizers(kube, namespace)
             await delete_namespace(kube, namespace)
 
 

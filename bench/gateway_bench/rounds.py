@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
+import signal
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -24,6 +26,8 @@ from sandfleet.sandbox import ClusterSandbox
 from tests.support.stats import percentile
 
 POOL = "warm"
+SETTLED_LOAD = 4.0
+"""A round starts once the 1-minute load average is below this (2 cores)."""
 
 
 @dataclasses.dataclass
@@ -36,6 +40,7 @@ class GatewayBench:
     token: str
     """The tenant's ServiceAccount token (only the tenant Role)."""
     pool_size: int
+    pause_operator: bool = True
     splits: list[tuple[float, float]] = dataclasses.field(default_factory=list)
     """(claim returned, first command answered) seconds of every claim, for where time goes."""
 
@@ -69,16 +74,27 @@ class GatewayBench:
             )
         )
 
-    async def until_pool_full(self, timeout_s: float = 600) -> float:
-        """Seconds until every pool pod is idle and Ready (then a moment for the gateway's
-        channels to them to warm up)."""
+    async def until_pool_full(self, timeout_s: float = 600, settle_s: float = 30) -> float:
+        """Seconds until every pool pod is idle and Ready; then the operator is paused when
+        asked (so refills started by the round's claims do not compete for the 2 cores) and
+        the machine gets up to `settle_s` for the 1-minute load to fall below SETTLED_LOAD
+        after starting them (110 idle runtimes keep it above that on their own)."""
         started = time.monotonic()
+        self.operator_paused(False)
         while await self.idle_ready() < self.pool_size:
             if time.monotonic() - started > timeout_s:
                 raise TimeoutError(f"pool not full after {timeout_s}s")
             await asyncio.sleep(1)
-        await asyncio.sleep(2)
+        self.operator_paused(self.pause_operator)
+        full = time.monotonic()
+        while load_average()[0] > SETTLED_LOAD and time.monotonic() - full < settle_s:  # noqa: ASYNC110 - polls /proc/loadavg
+            await asyncio.sleep(1)
         return time.monotonic() - started
+
+    def operator_paused(self, paused: bool) -> None:
+        """SIGSTOP/SIGCONT the operator: the claim path never waits on it (adoption comes
+        after), but its refills (100 pod starts) would take the whole machine meanwhile."""
+        os.kill(self.operator.pid, signal.SIGSTOP if paused else signal.SIGCONT)
 
 
 def summary_ms(seconds: list[float]) -> dict[str, Any]:
@@ -98,6 +114,7 @@ async def _release_all(sandboxes: list[ClusterSandbox]) -> None:
 
 async def sequential(bench: GatewayBench, count: int) -> dict[str, Any]:
     """`count` claims one at a time, each released (untimed) before the next."""
+    await bench.until_pool_full()
     load = load_average()
     latencies = []
     bench.splits.clear()
@@ -197,7 +214,8 @@ async def kubectl_pool_ref(bench: GatewayBench, count: int) -> dict[str, Any]:
     sessions = resource_path(API_VERSION, SESSION_PLURAL, bench.namespace)
     latencies = []
     for i in range(count):
-        await bench.until_pool_full()
+        await bench.until_pool_full(settle_s=1)
+        bench.operator_paused(False)  # the operator is the one claiming here
         name = f"kubectl-{i}"
         body = {"apiVersion": API_VERSION, "kind": "SandboxSession",
                 "metadata": {"name": name}, "spec": {"poolRef": {"name": POOL}}}  # fmt: skip
@@ -217,6 +235,7 @@ async def memory(bench: GatewayBench, open_count: int) -> dict[str, Any]:
     """RSS of the gateway and the operator with no session and with `open_count` open ones,
     scaled to 1,000 sessions (the node holds far fewer real sandboxes than that)."""
     await bench.until_pool_full()
+    bench.operator_paused(False)
     await asyncio.sleep(5)
     idle = {"gateway": rss_mib(bench.gateway.pid), "operator": rss_mib(bench.operator.pid)}
     sandboxes = await Sandbox.on_cluster_many(
@@ -234,7 +253,10 @@ async def memory(bench: GatewayBench, open_count: int) -> dict[str, Any]:
 
 async def churn(bench: GatewayBench, count: int, concurrency: int) -> dict[str, Any]:
     """`count` claims and releases, `concurrency` at a time; then the time until nothing of
-    them is left (sessions, claimed pods, their Secrets and NetworkPolicies)."""
+    them is left (sessions, claimed pods, their Secrets and NetworkPolicies). The operator
+    runs throughout: refills and reclaims are part of what this measures."""
+    await bench.until_pool_full()
+    bench.operator_paused(False)
     load = load_average()
     started = time.perf_counter()
     semaphore = asyncio.Semaphore(concurrency)

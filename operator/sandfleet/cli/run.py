@@ -103,7 +103,7 @@ def add_session_target_arguments(
     task") and creates, for the help texts."""
     cluster.add_argument(
         "--backend", choices=["local", "kubernetes"],
-        help=f"where {runs} runs (default local)",
+        help=f"where to run {runs} (default local)",
     )  # fmt: skip
     cluster.add_argument(
         "--namespace", "-n", metavar="NS",
