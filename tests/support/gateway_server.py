@@ -11,6 +11,8 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+import grpc.aio
+
 from sandfleet.gateway.claim_types import Claimed, ClaimFailed, ClaimFailure, ClaimSpec
 from sandfleet.gateway.server import GatewayServer
 from sandfleet.gateway.settings import GatewaySettings
@@ -70,9 +72,15 @@ def gateway_settings(**overrides: Any) -> GatewaySettings:
 
 @contextlib.asynccontextmanager
 async def running_gateway(
-    kube: KubeClient, claimer: StandInClaimer, **overrides: Any
+    kube: KubeClient,
+    claimer: StandInClaimer,
+    *,
+    interceptors: Sequence[grpc.aio.ServerInterceptor[Any, Any]] = (),
+    **overrides: Any,
 ) -> AsyncIterator[GatewayServer]:
-    server = GatewayServer(gateway_settings(**overrides), kube=kube, claimer=claimer)
+    server = GatewayServer(
+        gateway_settings(**overrides), kube=kube, claimer=claimer, interceptors=interceptors
+    )
     try:
         await server.start()
         yield server

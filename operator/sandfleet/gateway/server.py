@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import grpc
@@ -51,8 +52,11 @@ class GatewayServer:
         kube: KubeClient,
         claimer: Claimer,
         metrics: GatewayMetrics | None = None,
+        interceptors: Sequence[grpc.aio.ServerInterceptor[Any, Any]] = (),
     ) -> None:
         self.settings = settings
+        self.interceptors = tuple(interceptors)
+        """Server interceptors around every call (control and data plane), e.g. tracing."""
         self.kube = kube
         self.claimer = claimer
         self.metrics = metrics or GatewayMetrics()
@@ -89,10 +93,11 @@ class GatewayServer:
 
     def _build(self) -> grpc.aio.Server:
         server = grpc.aio.server(
+            interceptors=self.interceptors,
             options=(
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            )
+            ),
         )
         servicer = GatewayServicer(
             auth=self.auth,

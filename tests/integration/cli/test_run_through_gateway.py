@@ -2,8 +2,9 @@
 loop, the sandbox is claimed through the gateway and used through its proxy, results land
 locally, and the session is released.
 
-The gateway is tests/support/gateway_standin.py, a stand-in (g1 writes the real gateway):
-the real GatewayService API and proxy in front of a real runtime agent, no Kubernetes.
+The gateway is the real one in-process (tests/support/client_gateway.py) in front of a real
+runtime agent; its claim path and the Kubernetes API server it asks are stand-ins, as no
+cluster runs here.
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import grpc
 import pytest
 
 from tests.integration.cli.harness import cli_environment, run_cli
-from tests.support.gateway_standin import CALLER_TOKEN, Failure, GatewayStandIn
+from tests.support.client_gateway import CALLER, CALLER_TOKEN, ClientGateway, client_gateway
 from tests.support.runtime_server import spawn_runtime_process
 from tests.support.scripted_openai import Reply, ScriptedOpenAIServer, bash, submit
 
@@ -26,26 +26,22 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600
 
 
 @pytest.fixture
-async def gateway(tmp_path: Path) -> AsyncIterator[GatewayStandIn]:
+async def gateway(tmp_path: Path) -> AsyncIterator[ClientGateway]:
     # A child process, not in-process: the in-process runtime reaps every child of this
     # process (ChildReaper), the CLI's too, which would hide the CLI's exit code.
     workdir = tmp_path / "sandbox"
     workdir.mkdir()
     token = secrets.token_urlsafe(16)
     process, port = await asyncio.to_thread(spawn_runtime_process, workdir, token)
-    standin = GatewayStandIn(f"127.0.0.1:{port}", token, str(workdir))
     try:
-        await standin.start()
-        yield standin
+        async with client_gateway([(f"127.0.0.1:{port}", token)], str(workdir)) as gw:
+            yield gw
     finally:
-        await standin.stop()
         process.terminate()
         await asyncio.to_thread(process.wait, 30)
 
 
-def gateway_flags(
-    gateway: GatewayStandIn, model: ScriptedOpenAIServer, tmp_path: Path
-) -> list[str]:
+def gateway_flags(gateway: ClientGateway, model: ScriptedOpenAIServer, tmp_path: Path) -> list[str]:
     return [
         "--backend", "kubernetes", "--gateway", gateway.address, "-n", "team-a",
         "--pool", "py312", "--model", "scripted", "--base-url", model.base_url,
@@ -54,7 +50,7 @@ def gateway_flags(
 
 
 async def test_run_claims_through_the_gateway_runs_the_loop_here_and_releases(
-    gateway: GatewayStandIn, tmp_path: Path
+    gateway: ClientGateway, tmp_path: Path
 ) -> None:
     data = tmp_path / "numbers.txt"
     data.write_text("6 7\n")
@@ -79,11 +75,11 @@ async def test_run_claims_through_the_gateway_runs_the_loop_here_and_releases(
     assert gateway.methods() == ["Claim", "Release"]
     claim = gateway.calls[0][1]
     assert (claim.namespace, claim.pool, claim.generate_name) == ("team-a", "py312", "mul-")
-    assert all(md["x-sandfleet-session"] == "team-a/mul-1" for _, md in gateway.proxied)
+    assert all(md["x-sandfleet-session"] == "team-a/mul-0" for _, md in gateway.proxied)
     assert not gateway.sessions
 
 
-async def test_batch_claims_one_sandbox_per_task(gateway: GatewayStandIn, tmp_path: Path) -> None:
+async def test_batch_claims_one_sandbox_per_task(gateway: ClientGateway, tmp_path: Path) -> None:
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(json.dumps({"id": i, "prompt": "p"}) + "\n" for i in ("a", "b")))
     script = [Reply(tool_calls=[submit()])] * 2
@@ -103,9 +99,9 @@ async def test_batch_claims_one_sandbox_per_task(gateway: GatewayStandIn, tmp_pa
 
 
 async def test_a_failed_release_is_logged_and_the_run_keeps_its_result(
-    gateway: GatewayStandIn, tmp_path: Path
+    gateway: ClientGateway, tmp_path: Path
 ) -> None:
-    gateway.failures["Release"] = Failure(grpc.StatusCode.PERMISSION_DENIED, "no delete for you")
+    gateway.api.allowed.discard((CALLER, "delete", "team-a"))  # RBAC: create, not delete
     env = cli_environment(tmp_path / "home", SANDFLEET_GATEWAY_TOKEN=CALLER_TOKEN)
     async with ScriptedOpenAIServer([Reply(tool_calls=[submit()])]) as model:
         result = await run_cli(
@@ -114,6 +110,7 @@ async def test_a_failed_release_is_logged_and_the_run_keeps_its_result(
         )  # fmt: skip
 
     assert result.returncode == 0, result
-    assert "gateway_release_failed" in result.stderr and "no delete for you" in result.stderr
+    assert "gateway_release_failed" in result.stderr
+    assert f"user {CALLER} may not delete sandboxsessions in namespace team-a" in result.stderr
     record = json.loads((tmp_path / "results" / "kept" / "result.json").read_text())
     assert record["stop_reason"] == "submitted"

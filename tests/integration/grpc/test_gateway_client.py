@@ -1,19 +1,23 @@
-"""GatewayClient and gateway-routed RuntimeClients against a real grpc.aio server on 127.0.0.1.
+"""GatewayClient and gateway-routed RuntimeClients against a gateway on 127.0.0.1.
 
-The server is tests/support/gateway_standin.py: a stand-in for the gateway (g1 writes the
-real one) serving the real GatewayService API and proxying to a real runtime agent.
+Mostly the real gateway in-process (tests/support/client_gateway.py: its claim path and
+the Kubernetes API server are stand-ins) in front of a real runtime agent. The few statuses
+it cannot be made to answer on cue (DEADLINE_EXCEEDED, INTERNAL, one UNAVAILABLE to count
+retries) come from a scripted GatewayService (tests/support/scripted_gateway_service.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import dataclasses
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 import trustme
 
-from sandfleet.api import LifecycleSpec
+from sandfleet.api import EgressMode, LifecycleSpec
 from sandfleet.client import RuntimeClient
 from sandfleet.errors import (
     GatewayAuthError,
@@ -23,25 +27,38 @@ from sandfleet.errors import (
     QuotaExceededError,
     SandboxStartError,
 )
+from sandfleet.gateway.claim_types import ClaimFailed, ClaimFailure
 from sandfleet.gateway_client import GatewayClient
 from sandfleet.grpc_channel import Tls
-from tests.support.gateway_standin import CALLER_TOKEN, Failure, GatewayStandIn
+from tests.support.client_gateway import CALLER, CALLER_TOKEN, ClientGateway, client_gateway
 from tests.support.runtime_server import running_runtime
+from tests.support.scripted_gateway_service import Failure, ScriptedGatewayService
 
 pytestmark = pytest.mark.integration
 
+QUOTA_NAMESPACE = "team-q"
+"""Where CALLER may create sessions, but at most one at a time (the gateway's quota)."""
+
 
 @pytest.fixture
-async def gateway(tmp_path: Path) -> AsyncIterator[GatewayStandIn]:
+async def gateway(tmp_path: Path) -> AsyncIterator[ClientGateway]:
     async with running_runtime(tmp_path, default_timeout_s=20.0) as (runtime, token):
-        standin = GatewayStandIn(f"127.0.0.1:{runtime.port}", token, str(tmp_path))
-        await standin.start()
-        yield standin
-        await standin.stop()
+        runtimes = [(f"127.0.0.1:{runtime.port}", token)]
+        async with client_gateway(runtimes, str(tmp_path), quotas={QUOTA_NAMESPACE: 1}) as gw:
+            gw.api.allow(CALLER, "create", QUOTA_NAMESPACE)
+            yield gw
+
+
+@pytest.fixture
+async def scripted() -> AsyncIterator[ScriptedGatewayService]:
+    service = ScriptedGatewayService()
+    await service.start()
+    yield service
+    await service.stop()
 
 
 async def test_claim_connect_release_carry_the_token_and_the_request(
-    gateway: GatewayStandIn,
+    gateway: ClientGateway,
 ) -> None:
     async with GatewayClient(gateway.address, CALLER_TOKEN) as client:
         claimed = await client.claim(
@@ -53,7 +70,7 @@ async def test_claim_connect_release_carry_the_token_and_the_request(
         connected = await client.connect("team-a", claimed[1].name, timeout_s=5)
         released = await client.release("team-a", [s.name for s in claimed] + ["gone"])
 
-    assert [s.session for s in claimed] == ["team-a/rl-1", "team-a/rl-2"]
+    assert [s.session for s in claimed] == ["team-a/rl-0", "team-a/rl-1"]
     assert all(s.warm and s.token == gateway.runtime_token for s in claimed)
     assert connected == claimed[1]
     assert released == 2
@@ -72,60 +89,130 @@ async def test_claim_connect_release_carry_the_token_and_the_request(
         "rl-", "Internet", 45,
     )  # fmt: skip
     assert gateway.calls[1][1].timeout_seconds == 5
+    # The gateway understood it all: the claim path got the caller and the whole request.
+    (spec,) = gateway.claimer.specs
+    assert (spec.caller, spec.egress, spec.timeout_s) == (CALLER, EgressMode.INTERNET, 45)
+    assert [path for path, _, _ in spec.files] == ["input/a.txt", "/data/b.bin"]
+    assert gateway.claimer.released == [("team-a", ["rl-0", "rl-1", "gone"])]
 
 
-@pytest.mark.parametrize(
-    ("code", "error_class"),
-    [
-        (grpc.StatusCode.UNAUTHENTICATED, GatewayAuthError),
-        (grpc.StatusCode.PERMISSION_DENIED, GatewayAuthError),
-        (grpc.StatusCode.RESOURCE_EXHAUSTED, QuotaExceededError),
-        (grpc.StatusCode.UNAVAILABLE, GatewayStartError),
-        (grpc.StatusCode.NOT_FOUND, GatewayError),
-        (grpc.StatusCode.INVALID_ARGUMENT, GatewayError),
-    ],
-)
-async def test_each_status_becomes_its_error_with_the_gateways_message(
-    gateway: GatewayStandIn, code: grpc.StatusCode, error_class: type[GatewayError]
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    """A claim the real gateway refuses: how to provoke it and what the client makes of it."""
+
+    code: grpc.StatusCode
+    error_class: type[GatewayError]
+    message: str
+    namespace: str = "team-a"
+    count: int = 1
+    token: str = CALLER_TOKEN
+    prepare: Callable[[ClientGateway], Any] = lambda gateway: None
+
+
+def _claims_fail(error: BaseException) -> Callable[[ClientGateway], Any]:
+    def prepare(gateway: ClientGateway) -> None:
+        gateway.claimer.fail_with = error
+
+    return prepare
+
+
+REFUSALS = {
+    "unauthenticated": Refusal(
+        grpc.StatusCode.UNAUTHENTICATED, GatewayAuthError,
+        "the token was not accepted by the Kubernetes API server", token="someone-else",
+    ),
+    "permission_denied": Refusal(
+        grpc.StatusCode.PERMISSION_DENIED, GatewayAuthError,
+        f"user {CALLER} may not create sandboxsessions in namespace team-b", namespace="team-b",
+    ),
+    "quota": Refusal(
+        grpc.StatusCode.RESOURCE_EXHAUSTED, QuotaExceededError,
+        f"namespace {QUOTA_NAMESPACE} has 0 of its 1 sessions and asks for 2 more",
+        namespace=QUOTA_NAMESPACE, count=2,
+    ),
+    "unavailable": Refusal(
+        grpc.StatusCode.UNAVAILABLE, GatewayStartError, "no sandbox of pool py312 in 30s",
+        prepare=_claims_fail(
+            ClaimFailed(ClaimFailure.UNAVAILABLE, "no sandbox of pool py312 in 30s")
+        ),
+    ),
+    "not_found": Refusal(
+        grpc.StatusCode.NOT_FOUND, GatewayError, "no pool py312 in team-a",
+        prepare=_claims_fail(ClaimFailed(ClaimFailure.NOT_FOUND, "no pool py312 in team-a")),
+    ),
+    "internal": Refusal(  # a bug in the claim path: the gateway logs it, the caller learns little
+        grpc.StatusCode.INTERNAL, GatewayError, "gateway error, see its log",
+        prepare=_claims_fail(RuntimeError("a bug")),
+    ),
+    "invalid_argument": Refusal(
+        grpc.StatusCode.INVALID_ARGUMENT, GatewayError, "'Team_A' is not a namespace name",
+        namespace="Team_A",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", REFUSALS.values(), ids=REFUSALS.keys())
+async def test_each_status_of_the_gateway_becomes_its_error_with_the_gateways_message(
+    gateway: ClientGateway, case: Refusal
 ) -> None:
-    gateway.failures["Claim"] = Failure(code, "team-a has 10 of its 10 sessions")
-    async with GatewayClient(gateway.address, CALLER_TOKEN) as client:
-        with pytest.raises(error_class) as raised:
-            await client.claim("team-a", pool="py312")
+    case.prepare(gateway)
+    async with GatewayClient(gateway.address, case.token) as client:
+        with pytest.raises(case.error_class) as raised:
+            await client.claim(case.namespace, pool="py312", count=case.count)
 
-    assert type(raised.value) is error_class
-    assert raised.value.code == code.name
-    assert "team-a has 10 of its 10 sessions" in str(raised.value)
+    assert type(raised.value) is case.error_class
+    assert raised.value.code == case.code.name
+    assert case.message in str(raised.value)
     assert gateway.address in str(raised.value)
     # A Claim the gateway answered is never repeated: it may have started sandboxes.
     assert gateway.methods() == ["Claim"]
 
 
-async def test_a_start_failure_is_a_sandbox_start_error_too(gateway: GatewayStandIn) -> None:
-    gateway.failures["Claim"] = Failure(grpc.StatusCode.UNAVAILABLE, "no sandbox in 30s")
+async def test_a_deadline_exceeded_is_a_start_error(scripted: ScriptedGatewayService) -> None:
+    # The real gateway answers UNAVAILABLE before the client's deadline; a proxy in between
+    # (an Ingress) may still answer DEADLINE_EXCEEDED.
+    scripted.failures["Claim"] = Failure(grpc.StatusCode.DEADLINE_EXCEEDED, "upstream timed out")
+    async with GatewayClient(scripted.address, CALLER_TOKEN) as client:
+        with pytest.raises(GatewayStartError) as raised:
+            await client.claim("team-a", pool="py312")
+
+    assert type(raised.value) is GatewayStartError
+    assert raised.value.code == "DEADLINE_EXCEEDED"
+    assert "upstream timed out" in str(raised.value)
+    assert scripted.address in str(raised.value)
+    assert scripted.methods() == ["Claim"]
+
+
+async def test_a_start_failure_is_a_sandbox_start_error_too(gateway: ClientGateway) -> None:
+    gateway.claimer.fail_with = ClaimFailed(ClaimFailure.UNAVAILABLE, "no sandbox in 30s")
     async with GatewayClient(gateway.address, CALLER_TOKEN) as client:
-        with pytest.raises(SandboxStartError):
+        with pytest.raises(SandboxStartError, match="no sandbox in 30s"):
             await client.claim("team-a")
 
 
-async def test_a_wrong_token_is_refused_as_an_auth_error(gateway: GatewayStandIn) -> None:
+async def test_a_wrong_token_is_refused_as_an_auth_error(gateway: ClientGateway) -> None:
     async with GatewayClient(gateway.address, "someone-else") as client:
-        with pytest.raises(GatewayAuthError, match="the token is not valid"):
+        with pytest.raises(GatewayAuthError, match="the token was not accepted"):
             await client.claim("team-a")
     assert gateway.calls[0][2]["authorization"] == "Bearer someone-else"
+    assert [review["spec"]["token"] for review in gateway.api.reviews] == ["someone-else"]
+    assert not gateway.claimer.specs
 
 
 async def test_release_and_connect_are_retried_after_unavailable_claim_is_not(
-    gateway: GatewayStandIn,
+    scripted: ScriptedGatewayService,
 ) -> None:
-    async with GatewayClient(gateway.address, CALLER_TOKEN) as client:
+    async with GatewayClient(scripted.address, CALLER_TOKEN) as client:
+        scripted.failures["Claim"] = Failure(grpc.StatusCode.UNAVAILABLE, "restarting")
+        with pytest.raises(GatewayStartError, match="restarting"):
+            await client.claim("team-a")
         (claimed,) = await client.claim("team-a")
-        gateway.failures["Connect"] = Failure(grpc.StatusCode.UNAVAILABLE, "restarting")
-        gateway.failures["Release"] = Failure(grpc.StatusCode.UNAVAILABLE, "restarting")
+        scripted.failures["Connect"] = Failure(grpc.StatusCode.UNAVAILABLE, "restarting")
+        scripted.failures["Release"] = Failure(grpc.StatusCode.UNAVAILABLE, "restarting")
         assert (await client.connect("team-a", claimed.name)).name == claimed.name
         assert await client.release("team-a", [claimed.name]) == 1
 
-    assert gateway.methods() == ["Claim", "Connect", "Connect", "Release", "Release"]
+    assert scripted.methods() == ["Claim", "Claim", "Connect", "Connect", "Release", "Release"]
 
 
 async def test_an_unreachable_gateway_is_named_in_the_error() -> None:
@@ -144,32 +231,34 @@ def ca() -> trustme.CA:
 
 async def test_tls_with_a_private_ca_bundle(tmp_path: Path, ca: trustme.CA) -> None:
     certificate = ca.issue_cert("127.0.0.1", "gateway.test")
-    tls_pair = (certificate.cert_chain_pems[0].bytes(), certificate.private_key_pem.bytes())
-    async with running_runtime(tmp_path) as (runtime, token):
-        gateway = GatewayStandIn(f"127.0.0.1:{runtime.port}", token, str(tmp_path))
-        await gateway.start(tls=tls_pair)
-        trusted = Tls(root_certificates=ca.cert_pem.bytes())
+    cert_file, key_file = tmp_path / "tls.crt", tmp_path / "tls.key"
+    certificate.cert_chain_pems[0].write_to_path(str(cert_file))
+    certificate.private_key_pem.write_to_path(str(key_file))
+    tls_files = {"tls_cert_file": cert_file, "tls_key_file": key_file}
+    trusted = Tls(root_certificates=ca.cert_pem.bytes())
+    async with (
+        running_runtime(tmp_path) as (runtime, token),
+        client_gateway([(f"127.0.0.1:{runtime.port}", token)], str(tmp_path), **tls_files) as gw,
+    ):
+        async with GatewayClient(gw.address, CALLER_TOKEN, tls=trusted) as client:
+            (claimed,) = await client.claim("team-a")
+        # The data plane rides the same TLS channel settings.
+        runtime_client = RuntimeClient(
+            gw.address, claimed.token, session=claimed.session, tls=trusted
+        )
         try:
-            async with GatewayClient(gateway.address, CALLER_TOKEN, tls=trusted) as client:
-                (claimed,) = await client.claim("team-a")
-            # The data plane rides the same TLS channel settings.
-            runtime_client = RuntimeClient(
-                gateway.address, claimed.token, session=claimed.session, tls=trusted
-            )
-            try:
-                result = await runtime_client.run_command("echo over-tls")
-            finally:
-                await runtime_client.close()
-            # Another CA's bundle does not verify the gateway; nor does plaintext reach it.
-            other = Tls(root_certificates=trustme.CA().cert_pem.bytes())
-            async with GatewayClient(gateway.address, CALLER_TOKEN, tls=other) as client:
-                with pytest.raises(GatewayUnreachableError, match="serves TLS"):
-                    await client.claim("team-a")
-            async with GatewayClient(gateway.address, CALLER_TOKEN) as client:
-                with pytest.raises(GatewayUnreachableError, match="serves plaintext"):
-                    await client.claim("team-a")
+            result = await runtime_client.run_command("echo over-tls")
         finally:
-            await gateway.stop()
+            await runtime_client.close()
+        # Another CA's bundle does not verify the gateway; nor does plaintext reach it.
+        other = Tls(root_certificates=trustme.CA().cert_pem.bytes())
+        async with GatewayClient(gw.address, CALLER_TOKEN, tls=other) as client:
+            with pytest.raises(GatewayUnreachableError, match="serves TLS"):
+                await client.claim("team-a")
+        async with GatewayClient(gw.address, CALLER_TOKEN) as client:
+            with pytest.raises(GatewayUnreachableError, match="serves plaintext"):
+                await client.claim("team-a")
 
     assert result.stdout == "over-tls\n"
-    assert gateway.methods() == ["Claim"]
+    assert gw.methods() == ["Claim"]
+    assert [method.rsplit("/", 1)[1] for method, _ in gw.proxied] == ["RunCommand"]

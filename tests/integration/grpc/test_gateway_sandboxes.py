@@ -1,8 +1,8 @@
 """Sandboxes through the gateway: session routing on every call shape, Sandbox.on_cluster,
 on_cluster_many, connect_session, and SyncSandbox, all against a real runtime agent.
 
-The gateway is tests/support/gateway_standin.py, a stand-in (g1 writes the real gateway):
-the real GatewayService API and a real proxy by `x-sandfleet-session`, a scripted claim path.
+The gateway is the real one in-process (tests/support/client_gateway.py); its claim path
+and the Kubernetes API server it asks are stand-ins, as no cluster runs here.
 """
 
 from __future__ import annotations
@@ -18,32 +18,31 @@ from sandfleet.client import RuntimeClient
 from sandfleet.errors import GatewayAuthError, ToolError
 from sandfleet.sandbox import ClusterSandbox, Sandbox
 from sandfleet.sync import SyncSandbox
-from sandfleet_proto.gateway.v1 import gateway_service_pb2 as gateway_pb
-from tests.support.gateway_standin import CALLER_TOKEN, GatewayStandIn
+from tests.support.client_gateway import CALLER_TOKEN, ClientGateway, client_gateway
 from tests.support.runtime_server import running_runtime
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-async def gateway(tmp_path: Path) -> AsyncIterator[GatewayStandIn]:
+async def gateway(tmp_path: Path) -> AsyncIterator[ClientGateway]:
     workdir = tmp_path / "work"
     workdir.mkdir()
-    async with running_runtime(workdir, default_timeout_s=20.0) as (runtime, token):
-        standin = GatewayStandIn(f"127.0.0.1:{runtime.port}", token, str(workdir))
-        await standin.start()
-        yield standin
-        await standin.stop()
+    async with (
+        running_runtime(workdir, default_timeout_s=20.0) as (runtime, token),
+        client_gateway([(f"127.0.0.1:{runtime.port}", token)], str(workdir)) as gw,
+    ):
+        yield gw
 
 
-def gateway_options(gateway: GatewayStandIn) -> dict[str, str]:
+def gateway_options(gateway: ClientGateway) -> dict[str, str]:
     return {"gateway": gateway.address, "token": CALLER_TOKEN}
 
 
 async def test_every_call_shape_names_the_session_and_carries_the_session_token(
-    gateway: GatewayStandIn, tmp_path: Path
+    gateway: ClientGateway, tmp_path: Path
 ) -> None:
-    gateway.sessions["team-a/s1"] = _session(gateway, "s1")
+    gateway.add_session("s1")
     client = RuntimeClient(gateway.address, gateway.runtime_token, session="team-a/s1")
     try:
         await client.run_command("echo hi > note.txt")  # unary
@@ -69,10 +68,10 @@ async def test_every_call_shape_names_the_session_and_carries_the_session_token(
     assert after.session == "team-a/s1"
 
 
-async def test_a_direct_client_sends_no_routing_metadata(gateway: GatewayStandIn) -> None:
+async def test_a_direct_client_sends_no_routing_metadata(gateway: ClientGateway) -> None:
     client = RuntimeClient(gateway.address, gateway.runtime_token)
     try:
-        with pytest.raises(ToolError, match="no session ''"):
+        with pytest.raises(ToolError, match="the call names no session"):
             await client.run_command("true")
     finally:
         await client.close()
@@ -80,7 +79,7 @@ async def test_a_direct_client_sends_no_routing_metadata(gateway: GatewayStandIn
 
 
 async def test_on_cluster_claims_through_the_gateway_and_close_releases(
-    gateway: GatewayStandIn,
+    gateway: ClientGateway,
 ) -> None:
     sandbox = await Sandbox.on_cluster(
         "team-a", pool="py312", env={"A": "1"}, files={"input/x.txt": "x"},
@@ -90,7 +89,7 @@ async def test_on_cluster_claims_through_the_gateway_and_close_releases(
         shell = await sandbox.call_tool("execute_bash", {"command": "echo routed; pwd"})
 
     assert isinstance(sandbox, ClusterSandbox)
-    assert (sandbox.namespace, sandbox.name) == ("team-a", "sbx-1")
+    assert (sandbox.namespace, sandbox.name) == ("team-a", "sbx-0")
     assert f"routed\n{gateway.working_dir}\n" in shell
     assert sandbox.paths.working_dir == gateway.working_dir
     assert gateway.methods() == ["Claim", "Release"]
@@ -98,7 +97,7 @@ async def test_on_cluster_claims_through_the_gateway_and_close_releases(
     assert (claim.pool, claim.count, claim.generate_name, claim.timeout_seconds) == (
         "py312", 1, "sbx-", 40,
     )  # fmt: skip
-    assert list(release.names) == ["sbx-1"] and not gateway.sessions
+    assert list(release.names) == ["sbx-0"] and not gateway.sessions
 
 
 async def test_on_cluster_refuses_the_direct_only_arguments_without_direct() -> None:
@@ -107,12 +106,12 @@ async def test_on_cluster_refuses_the_direct_only_arguments_without_direct() -> 
 
 
 async def test_many_sandboxes_come_from_one_claim_and_each_close_releases_its_own(
-    gateway: GatewayStandIn,
+    gateway: ClientGateway,
 ) -> None:
     sandboxes = await Sandbox.on_cluster_many(3, "team-a", pool="py312", **gateway_options(gateway))
     outputs = await asyncio.gather(*(s.bash("echo $((6*7))") for s in sandboxes))
     await sandboxes[0].close()
-    assert sorted(gateway.sessions) == ["team-a/sbx-2", "team-a/sbx-3"]
+    assert sorted(gateway.sessions) == ["team-a/sbx-1", "team-a/sbx-2"]
     for sandbox in sandboxes[1:]:
         await sandbox.close()
 
@@ -122,9 +121,9 @@ async def test_many_sandboxes_come_from_one_claim_and_each_close_releases_its_ow
 
 
 async def test_connect_session_reaches_an_existing_session_and_leaves_it(
-    gateway: GatewayStandIn,
+    gateway: ClientGateway,
 ) -> None:
-    gateway.sessions["team-a/made-by-kubectl"] = _session(gateway, "made-by-kubectl")
+    gateway.add_session("made-by-kubectl")
     sandbox = await Sandbox.connect_session("made-by-kubectl", "team-a", **gateway_options(gateway))
     async with sandbox:
         result = await sandbox.bash("echo attached")
@@ -134,12 +133,12 @@ async def test_connect_session_reaches_an_existing_session_and_leaves_it(
     assert "team-a/made-by-kubectl" in gateway.sessions
 
 
-async def test_a_refused_claim_raises_the_auth_error(gateway: GatewayStandIn) -> None:
+async def test_a_refused_claim_raises_the_auth_error(gateway: ClientGateway) -> None:
     with pytest.raises(GatewayAuthError):
         await Sandbox.on_cluster("team-a", gateway=gateway.address, token="wrong")
 
 
-async def test_sync_sandboxes_through_the_gateway(gateway: GatewayStandIn, tmp_path: Path) -> None:
+async def test_sync_sandboxes_through_the_gateway(gateway: ClientGateway, tmp_path: Path) -> None:
     options = gateway_options(gateway)
 
     def use() -> tuple[str, str, bytes, list[str]]:
@@ -158,13 +157,6 @@ async def test_sync_sandboxes_through_the_gateway(gateway: GatewayStandIn, tmp_p
     seen, ran, downloaded, names = await asyncio.to_thread(use)
 
     assert "sync\n" in seen and ran == "data" and downloaded == b"data"
-    assert names == ["sbx-2", "sbx-3"]
+    assert names == ["sbx-0", "sbx-1"]
     assert gateway.methods() == ["Claim", "Release", "Claim", "Release", "Release"]
     assert not gateway.sessions
-
-
-def _session(gateway: GatewayStandIn, name: str) -> gateway_pb.ClaimedSandbox:
-    return gateway_pb.ClaimedSandbox(
-        namespace="team-a", name=name, token=gateway.runtime_token, pod="pod-x",
-        working_dir=gateway.working_dir,
-    )  # fmt: skip
