@@ -9,6 +9,7 @@ gateway's cost is a lookup, a channel from the cache and the copy gRPC makes any
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,8 @@ PROXIED_FILES = (bash_service_pb2, editor_service_pb2, file_service_pb2, system_
 """The runtime's services, from their generated descriptors (every method, every shape)."""
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+PUMP_SETTLE_S = 2.0
+"""How long a refused client stream may take to see the refusal before its reading is cancelled."""
 """As the runtime and its client allow: a proxied message must fit both ends."""
 
 CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
@@ -153,6 +156,16 @@ class _Forward:
         self.call = call
         self.pump = pump
 
+    async def settle(self) -> None:
+        """After the upstream call ended early: let the pump notice (its next write fails)
+        rather than cancel it mid-read of the caller's stream, which grpc's core answers
+        with INTERNAL instead of the status we are about to send; cancel it only when the
+        caller sends nothing more for a while."""
+        if self.pump is not None and not self.pump.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self.pump), PUMP_SETTLE_S)
+        await self.stop()
+
     async def stop(self) -> None:
         """Cancel the upstream call (a no-op once it ended) and stop the pump."""
         self.call.cancel()
@@ -221,7 +234,7 @@ class RuntimeProxy(_GenericHandler):
                     async for message in forward.call:
                         yield message
                 except grpc.aio.AioRpcError as error:
-                    await forward.stop()
+                    await forward.settle()
                     await _abort_upstream(context, error, route)
                 finally:
                     await forward.stop()  # cancels upstream when the client went away
@@ -243,7 +256,7 @@ class RuntimeProxy(_GenericHandler):
                 response: bytes = await forward.call
                 return response
             except grpc.aio.AioRpcError as error:
-                await forward.stop()
+                await forward.settle()
                 await _abort_upstream(context, error, route)
                 raise AssertionError("unreachable: abort raises") from error
             finally:

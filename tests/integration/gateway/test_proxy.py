@@ -159,6 +159,11 @@ async def test_a_5_mib_binary_file_uploads_and_downloads_byte_exact(gw: Gateway)
 
 
 async def test_an_upload_the_runtime_refuses_early_ends_with_its_status(gw: Gateway) -> None:
+    """The runtime's refusal reaches the caller through the proxy. grpc's Python client has a
+    race of its own here: a server that ends a client stream while the client is still writing
+    is sometimes seen as INTERNAL "Internal error from Core" even with no proxy at all (2 of 40
+    direct uploads to a runtime on 127.0.0.1). So: several attempts, the refusal seen at least
+    once, and nothing but that race otherwise (a proxy that garbled the status would fail)."""
     (sandbox,) = await gw.claim()
 
     async def parts() -> AsyncIterator[file_pb.UploadFileRequest]:
@@ -166,10 +171,16 @@ async def test_an_upload_the_runtime_refuses_early_ends_with_its_status(gw: Gate
         for _ in range(64):  # still sending when the refusal comes back
             yield file_pb.UploadFileRequest(chunk=b"x" * 65536)
 
-    with pytest.raises(grpc.aio.AioRpcError) as refused:
-        await gw.files.UploadFile(parts(), metadata=session_metadata(sandbox), timeout=30)
-    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "'relative.bin' is not absolute" in (refused.value.details() or "")
+    outcomes = []
+    for _ in range(4):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await gw.files.UploadFile(parts(), metadata=session_metadata(sandbox), timeout=30)
+        outcomes.append((refused.value.code(), refused.value.details() or ""))
+    refusals = [d for code, d in outcomes if code == grpc.StatusCode.INVALID_ARGUMENT]
+    assert refusals, outcomes
+    assert all("'relative.bin' is not absolute" in details for details in refusals)
+    races = [o for o in outcomes if o[0] != grpc.StatusCode.INVALID_ARGUMENT]
+    assert all(o == (grpc.StatusCode.INTERNAL, "Internal error from Core") for o in races), outcomes
 
 
 async def test_editor_calls_and_stats_pass_through(gw: Gateway) -> None:
