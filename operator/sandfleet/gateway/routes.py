@@ -17,7 +17,8 @@ from typing import Any
 
 from sandfleet.api import API_VERSION, RUNTIME_PORT, SESSION_PLURAL, Annotation, Phase
 from sandfleet.gateway.claim_types import Claimed
-from sandfleet.kube import KubeClient, NotFoundError, WatchExpiredError, resource_path
+from sandfleet.kube import KubeClient, NotFoundError, resource_path
+from sandfleet.kube.mirror import feed_mirror
 from sandfleet.logs import get_logger
 
 log = get_logger(__name__)
@@ -207,34 +208,7 @@ class SessionRoutes:
     async def run(self, *, retry_delay_s: float = 1.0) -> None:
         """List then watch the sessions forever (one stream per served namespace, or one for
         the cluster), listing again when a watch expires. Cancel to stop."""
-        unlisted = set(self._scopes)
-        async with asyncio.TaskGroup() as group:
-            for scope in self._scopes:
-                group.create_task(self._feed(scope, unlisted, retry_delay_s))
-
-    async def _feed(
-        self, namespace: str | None, unlisted: set[str | None], retry_delay_s: float
-    ) -> None:
-        path = resource_path(API_VERSION, SESSION_PLURAL, namespace)
-        while True:
-            try:
-                sessions, version = await self._kube.list_with_version(path)
-                self.replace_scope(namespace, sessions)
-                unlisted.discard(namespace)
-                if not unlisted:
-                    self.synced.set()
-                log.info("gateway_sessions_listed", namespace=namespace, sessions=len(sessions))
-                while True:
-                    async for event in self._kube.watch(
-                        path, resource_version=version, timeout_s=300
-                    ):
-                        version = event.resource_version or version
-                        if event.type != "BOOKMARK":
-                            self.apply(event.type, event.object)
-            except WatchExpiredError:
-                log.info("gateway_session_watch_expired", namespace=namespace)
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:  # noqa: BLE001 - the feed must outlive API server hiccups
-                log.warning("gateway_session_watch_failed", namespace=namespace, error=str(error))
-                await asyncio.sleep(retry_delay_s)
+        await feed_mirror(
+            self._kube, self, API_VERSION, SESSION_PLURAL, self._scopes,
+            what="gateway_sessions", retry_delay_s=retry_delay_s,
+        )  # fmt: skip

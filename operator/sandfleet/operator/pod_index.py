@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from sandfleet.api import MANAGED_BY_VALUE, Component, Label, PodState
-from sandfleet.kube import KubeClient, WatchExpiredError, resource_path
+from sandfleet.kube import KubeClient
+from sandfleet.kube.mirror import feed_mirror
 from sandfleet.logs import get_logger
 from sandfleet.operator.naming import label_value
 
@@ -191,39 +192,7 @@ async def feed_pod_index(
     """List then watch the managed pods forever (one stream per namespace, or one for the
     cluster), relisting when the watch expires. Cancel to stop."""
     scopes: list[str | None] = list(namespaces) or [None]
-    unlisted = set(scopes)
-    async with asyncio.TaskGroup() as group:
-        for scope in scopes:
-            group.create_task(_feed_one(kube, index, scope, unlisted, retry_delay_s))
-
-
-async def _feed_one(
-    kube: KubeClient,
-    index: PodIndex,
-    namespace: str | None,
-    unlisted: set[str | None],
-    retry_delay_s: float,
-) -> None:
-    path = resource_path("v1", "pods", namespace)
-    while True:
-        try:
-            pods, version = await kube.list_with_version(path, label_selector=_SELECTOR)
-            index.replace_scope(namespace, pods)
-            unlisted.discard(namespace)
-            if not unlisted:
-                index.synced.set()
-            log.info("pod_index_listed", namespace=namespace, pods=len(pods))
-            while True:
-                async for event in kube.watch(
-                    path, resource_version=version, label_selector=_SELECTOR, timeout_s=300
-                ):
-                    version = event.object["metadata"].get("resourceVersion", version)
-                    if event.type != "BOOKMARK":
-                        index.apply(event.type, event.object)
-        except WatchExpiredError:
-            log.info("pod_watch_expired", namespace=namespace)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the feed must outlive API server hiccups
-            log.warning("pod_watch_failed", namespace=namespace, error=str(exc))
-            await asyncio.sleep(retry_delay_s)
+    await feed_mirror(
+        kube, index, "v1", "pods", scopes,
+        label_selector=_SELECTOR, what="pod_index", retry_delay_s=retry_delay_s,
+    )  # fmt: skip
