@@ -5,9 +5,10 @@
 #                                          (STEP: all (default) | packages | binaries | images)
 #   bash tests/cluster/setup.sh runtime-full   the full sandbox image too (PyPI downloads; not in CI)
 #
-# The sandbox image (runtime/Dockerfile --target slim: runtime, proto, pyproject, Dockerfile)
-# and the operator image (operator/Dockerfile: the control plane too) are rebuilt whenever
-# their sources changed and, when a cluster is running, imported into it without a restart.
+# The images are built with the documented command, images/build.sh (buildah): sandbox-slim
+# (runtime/Dockerfile --target slim: runtime, proto, pyproject, Dockerfile) and operator
+# (operator/Dockerfile: the control plane too); rebuilt whenever their sources changed and,
+# when a cluster is running, imported into it without a restart.
 #   SANDFLEET_CLUSTER_KWOK=0 bash ...      without kwok (fake nodes for the scale test)
 #   SANDFLEET_CLUSTER_NETPOL=0 bash ...    without kube-router (NetworkPolicies then not enforced)
 #
@@ -178,55 +179,52 @@ build_pause_image() {
 
 # What each image is built from (the cache key): the slim sandbox image never sees the control
 # plane, so operator edits rebuild only the operator image.
-RUNTIME_SOURCES=(runtime/Dockerfile pyproject.toml runtime/sandfleet_runtime proto/sandfleet_proto)
-OPERATOR_SOURCES=(operator/Dockerfile pyproject.toml operator/sandfleet runtime/sandfleet_runtime
-                  proto/sandfleet_proto)
-PROJECT_VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO/pyproject.toml" | head -1)"
-REVISION="$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)"
+RUNTIME_SOURCES=(images/build.sh runtime/Dockerfile pyproject.toml runtime/requirements.txt
+                 runtime/sandfleet_runtime proto/sandfleet_proto)
+OPERATOR_SOURCES=(images/build.sh operator/Dockerfile pyproject.toml operator/sandfleet
+                  runtime/sandfleet_runtime proto/sandfleet_proto)
 
 image_size() {  # uncompressed size as buildah reports it
   "${BUILDAH[@]}" images --format '{{.Size}}' "$1" 2>/dev/null | head -1
 }
 
-# build_image NAME TARGET SOURCES...: build (or reuse) sandfleet.local/NAME:<hash of SOURCES>
-# from the Dockerfile SOURCES starts with, on the local Debian base; export it as
-# NAME-<hash>.tar and drop older builds of NAME. Sets IMAGE_REF and IMAGE_ARCHIVE.
-# TARGET "" builds the Dockerfile's last stage.
+# build_image IMAGE SOURCES...: build (or reuse) IMAGE (operator, sandbox or sandbox-slim)
+# with the documented command, images/build.sh (README, "Install"), through buildah on the
+# local Debian base, named sandfleet.local/<its name>:<hash of SOURCES>[-slim]; export it as
+# sandfleet-IMAGE-<hash>.tar and drop older builds of IMAGE. Sets IMAGE_REF and IMAGE_ARCHIVE.
 build_image() {
-  local name=$1 target=$2; shift 2
-  local dockerfile=$1 key; key=$(hash_of "$@")
-  IMAGE_REF="sandfleet.local/$name:$key"
-  IMAGE_ARCHIVE="$name-$key.tar"
-  if [ -f "$IMAGES/$IMAGE_ARCHIVE" ]; then say "reused $name image $IMAGE_REF"; return; fi
+  local image=$1; shift
+  local key; key=$(hash_of "$@")
+  local build=(bash "$REPO/images/build.sh" --registry sandfleet.local --tag "$key")
+  IMAGE_REF="$("${build[@]}" --print-names "$image")"
+  IMAGE_ARCHIVE="sandfleet-$image-$key.tar"
+  if [ -f "$IMAGES/$IMAGE_ARCHIVE" ]; then say "reused $image image $IMAGE_REF"; return; fi
   local started; started=$(date +%s)
   # pip inside the build trusts what the host trusts (this matters behind an egress proxy).
   local host_ca="${PIP_CERT:-${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}}"
-  local build_args=(--build-arg "BASE_IMAGE=$BASE_REF" --build-arg "VERSION=$PROJECT_VERSION"
-                    --build-arg "REVISION=$REVISION")
-  [ -s "$host_ca" ] && build_args+=(--secret "id=pip_ca,src=$host_ca")
-  [ -n "$target" ] && build_args+=(--target "$target")
-  say "building $IMAGE_REF from $dockerfile${target:+ (target $target)} (log $LOGS/$name-image.log)"
+  [ -s "$host_ca" ] && build+=(--pip-ca "$host_ca")
+  say "building $IMAGE_REF with images/build.sh (log $LOGS/$image-image.log)"
   # chroot isolation: RUN steps need neither runc-in-runc nor user namespaces.
-  "${NICE[@]}" "${BUILDAH[@]}" bud --isolation chroot --network host --pull=never \
-    "${build_args[@]}" -f "$REPO/$dockerfile" -t "$IMAGE_REF" "$REPO" \
-    > "$LOGS/$name-image.log" 2>&1 || { tail -30 "$LOGS/$name-image.log" >&2; exit 1; }
+  "${NICE[@]}" "${build[@]}" --builder "${BUILDAH[*]}" --base-image "$BASE_REF" "$image" \
+    -- --isolation chroot --network host --pull=never \
+    > "$LOGS/$image-image.log" 2>&1 || { tail -30 "$LOGS/$image-image.log" >&2; exit 1; }
   export_image "$IMAGE_REF" "$IMAGE_ARCHIVE"
-  # Older builds only fill the disk: keep the one just made.
-  # (by the exact name-<12 hex>.tar shape: sandbox-runtime-full-* is not sandbox-runtime's)
-  find "$IMAGES" -maxdepth 1 -regextype posix-extended -regex ".*/$name-[0-9a-f]{12}\.tar" \
+  # Older builds only fill the disk: keep the one just made. (By the exact shape of the name:
+  # sandfleet-sandbox-slim-* is not sandfleet-sandbox's, nor :<hash>-slim :<hash>.)
+  find "$IMAGES" -maxdepth 1 -regextype posix-extended -regex ".*/sandfleet-$image-[0-9a-f]{12}\.tar" \
     ! -name "$IMAGE_ARCHIVE" -delete
-  "${BUILDAH[@]}" images --format '{{.Name}}:{{.Tag}}' | grep "^sandfleet.local/$name:" \
+  "${BUILDAH[@]}" images --format '{{.Name}}:{{.Tag}}' | grep -E "^${IMAGE_REF/$key/[0-9a-f]\{12\}}\$" \
     | grep -vx "$IMAGE_REF" | xargs -r "${BUILDAH[@]}" rmi >/dev/null 2>&1 || true
-  say "built $name image in $(elapsed "$started") ($(image_size "$IMAGE_REF") uncompressed)"
+  say "built $image image in $(elapsed "$started") ($(image_size "$IMAGE_REF") uncompressed)"
 }
 
 build_runtime_image() {
-  build_image sandbox-runtime slim "${RUNTIME_SOURCES[@]}"
+  build_image sandbox-slim "${RUNTIME_SOURCES[@]}"
   RUNTIME_REF=$IMAGE_REF RUNTIME_ARCHIVE=$IMAGE_ARCHIVE
 }
 
 build_operator_image() {
-  build_image sandfleet-operator "" "${OPERATOR_SOURCES[@]}"
+  build_image operator "${OPERATOR_SOURCES[@]}"
   OPERATOR_REF=$IMAGE_REF OPERATOR_ARCHIVE=$IMAGE_ARCHIVE
 }
 
@@ -234,7 +232,7 @@ build_operator_image() {
 # Python stack, ~300 MB of PyPI downloads). Not part of `all` and never imported into the
 # cluster: `setup.sh runtime-full` builds it (e.g. for the size report) and smoke-tests it.
 build_full_runtime_image() {
-  build_image sandbox-runtime-full full "${RUNTIME_SOURCES[@]}"
+  build_image sandbox "${RUNTIME_SOURCES[@]}"
   local container probe
   probe='import numpy, scipy, sympy, pandas, matplotlib, sklearn, networkx; print("science", numpy.__version__)'
   container=$("${BUILDAH[@]}" from --pull=never "$IMAGE_REF")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.cluster.cluster_access import ClusterUnderTest
@@ -9,6 +11,16 @@ from tests.cluster.kube_api import KubeApi
 from tests.cluster.probe_pods import operator_image, probe_pod, result_of, run_probe
 
 pytestmark = pytest.mark.cluster
+
+RUNTIME_REQUIREMENTS = Path(__file__).resolve().parents[2] / "runtime" / "requirements.txt"
+
+
+def _runtime_pins() -> dict[str, str]:
+    lines = (
+        line.split("#", 1)[0].strip() for line in RUNTIME_REQUIREMENTS.read_text().splitlines()
+    )
+    return dict(line.split("==") for line in lines if line)
+
 
 _OPERATOR_SMOKE = """
 import importlib.metadata as metadata, json, os, shutil, sys
@@ -27,7 +39,7 @@ print("RESULT " + json.dumps({
 
 # Run with the agent's own interpreter: what the agent can import is what this sees.
 _AGENT_IMPORTS = """
-import importlib.util, json, os, shutil, sys
+import importlib.metadata, importlib.util, json, os, shutil, sys
 before = set(sys.modules)
 import sandfleet_runtime.__main__, sandfleet_runtime.server
 loaded = sorted({name.split(".")[0] for name in set(sys.modules) - before})
@@ -36,6 +48,8 @@ print("RESULT " + json.dumps({
     "loaded": loaded,
     "scripts": sorted(os.listdir(os.path.dirname(sys.executable))),
     "shell_python": shutil.which("python3"),
+    "distributions": {d.metadata["Name"].lower().replace("_", "-"): d.version
+                      for d in importlib.metadata.distributions()},
     "uid": os.getuid(),
     "cwd": os.getcwd(),
 }))
@@ -81,7 +95,12 @@ async def test_the_slim_sandbox_image_holds_the_agent_and_no_control_plane_code(
     assert "sandfleet" not in result["loaded"]
     assert {"sandfleet_runtime", "sandfleet_proto", "grpc"} <= set(result["loaded"])
     assert "sandfleet-runtime" in result["scripts"]
-    assert not {"sandfleet", "sandfleet-operator"} & set(result["scripts"])
+    assert not {"sandfleet", "sandfleet-operator", "sandfleet-gateway"} & set(result["scripts"])
+    # The runtime-only install: the package without its dependencies, then exactly the pins of
+    # runtime/requirements.txt (and what they need: grpcio's typing-extensions). No SDK library.
+    installed = result["distributions"]
+    assert {name: installed.get(name) for name in _runtime_pins()} == _runtime_pins()
+    assert set(installed) == {*_runtime_pins(), "sandfleet", "typing-extensions"}
     # The agent's shell sees the image's python, not the agent's venv; uid 1000 in /testbed.
     assert result["shell_python"] == "/usr/bin/python3"
     assert (result["uid"], result["cwd"]) == (1000, "/testbed")

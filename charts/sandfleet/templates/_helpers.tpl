@@ -132,7 +132,7 @@ namespace (no editors bound).
 {{- end }}
 
 {{- define "sandfleet.sandboxImage" -}}
-{{- printf "%s:%s" .Values.sandboxes.image.repository .Values.sandboxes.image.tag }}
+{{- printf "%s:%s" .Values.sandboxes.image.repository (default .Chart.AppVersion .Values.sandboxes.image.tag) }}
 {{- end }}
 
 {{- define "sandfleet.trajectoryClaimName" -}}
@@ -191,4 +191,39 @@ app.kubernetes.io/component: gateway
 {{- /* Where the operator and the gateway read the session key. */}}
 {{- define "sandfleet.sessionKeyFile" -}}
 /etc/sandfleet/session-key/session-key
+{{- end }}
+
+{{- /* A WARNING for the install notes when the chart's trajectory claim will stay Pending: it
+names no StorageClass and the cluster has no default one, or it names one the cluster lacks.
+Looked up only when helm talks to a cluster (install, upgrade; `helm template` looks up
+nothing) and only in cluster-wide mode, whose installer may read StorageClasses. */}}
+{{- define "sandfleet.storageClassWarning" -}}
+{{- $pvc := .Values.trajectoryStore.persistentVolumeClaim }}
+{{- if and (eq .Values.trajectoryStore.type "persistentVolumeClaim") (include "sandfleet.clusterwide" .) }}
+{{- $classes := lookup "storage.k8s.io/v1" "StorageClass" "" "" }}
+{{- if $classes }}
+{{- $default := "" }}
+{{- $named := false }}
+{{- range $classes.items }}
+{{- $annotations := .metadata.annotations | default dict }}
+{{- if or (eq (index $annotations "storageclass.kubernetes.io/is-default-class" | default "") "true") (eq (index $annotations "storageclass.beta.kubernetes.io/is-default-class" | default "") "true") }}
+{{- $default = .metadata.name }}
+{{- end }}
+{{- if eq .metadata.name $pvc.storageClassName }}
+{{- $named = true }}
+{{- end }}
+{{- end }}
+{{- if and (not $pvc.storageClassName) (not $default) }}
+
+WARNING: the cluster has no default StorageClass, so the trajectory claim
+{{ include "sandfleet.trajectoryClaimName" . }} stays Pending and the operator never starts. Name a class
+(trajectoryStore.persistentVolumeClaim.storageClassName), use trajectoryStore.existingClaim, or, for a
+trial, trajectoryStore.type=emptyDir.
+{{- else if and $pvc.storageClassName (not $named) }}
+
+WARNING: the cluster has no StorageClass "{{ $pvc.storageClassName }}", so the trajectory claim
+{{ include "sandfleet.trajectoryClaimName" . }} stays Pending and the operator never starts.
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end }}

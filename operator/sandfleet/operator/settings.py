@@ -12,6 +12,8 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sandfleet.version import __version__
+
 
 class OperatorSettings(BaseSettings):
     model_config = SettingsConfigDict(
@@ -30,8 +32,9 @@ class OperatorSettings(BaseSettings):
     kubeconfig: Path | None = None
     """None: $KUBECONFIG, ~/.kube/config, then the in-cluster service account."""
 
-    default_image: str = "ghcr.io/sandfleet/sandbox:latest"
-    """Sandbox image for sessions and pools that name none."""
+    default_image: str = f"sandfleet-sandbox:{__version__}"
+    """Sandbox image for sessions and pools that name none: the name `images/build.sh sandbox`
+    gives it (the chart passes its registry-qualified `sandboxes.image`)."""
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     default_cpu_request: str = "10m"
     default_memory_request: str = "64Mi"

@@ -17,7 +17,12 @@ ROOT = Path(__file__).resolve().parents[3]
 RUNTIME_DOCKERFILE = ROOT / "runtime" / "Dockerfile"
 OPERATOR_DOCKERFILE = ROOT / "operator" / "Dockerfile"
 SETUP = ROOT / "tests" / "cluster" / "setup.sh"
-AGENT_SOURCES = {"pyproject.toml", "runtime/sandfleet_runtime", "proto/sandfleet_proto"}
+AGENT_SOURCES = {
+    "pyproject.toml",
+    "runtime/requirements.txt",
+    "runtime/sandfleet_runtime",
+    "proto/sandfleet_proto",
+}
 OCI_LABELS = ("title", "source", "licenses", "version", "revision")
 
 
@@ -87,9 +92,25 @@ def test_the_pipeline_keys_the_sandbox_image_by_exactly_what_it_is_built_from() 
     runtime_sources = _setup_sources("RUNTIME_SOURCES")
     operator_sources = _setup_sources("OPERATOR_SOURCES")
 
-    assert set(runtime_sources) == AGENT_SOURCES | {"runtime/Dockerfile"}
-    assert {"operator/Dockerfile", "operator/sandfleet"} <= set(operator_sources)
-    assert set(operator_sources) >= AGENT_SOURCES
+    assert set(runtime_sources) == AGENT_SOURCES | {"runtime/Dockerfile", "images/build.sh"}
+    assert {"operator/Dockerfile", "operator/sandfleet", "images/build.sh"} <= set(operator_sources)
+    # The operator image installs the package with its dependencies, not the runtime's pins.
+    assert set(operator_sources) >= AGENT_SOURCES - {"runtime/requirements.txt"}
+
+
+def test_the_sandbox_image_installs_the_runtime_only_the_wheel_without_its_dependencies() -> None:
+    """The base dependencies are the SDK's and the CLI's; the image takes the package with
+    --no-deps and then exactly the runtime's pinned requirements."""
+    _, stages = _stages(RUNTIME_DOCKERFILE)
+    (install,) = [run for run in _stage(stages, "agent").arguments("RUN") if "pip install" in run]
+
+    commands = [part.strip() for part in install.split("&&")]
+    assert any(
+        c.endswith("pip install --no-cache-dir --disable-pip-version-check --no-deps .")
+        for c in commands
+    )
+    assert any(c.endswith("-r runtime/requirements.txt") for c in commands)
+    assert not any("[" in c for c in commands if "pip install" in c)  # no extra
 
 
 def test_the_agent_code_imports_nothing_from_the_control_plane() -> None:
