@@ -190,8 +190,8 @@ class OpenAIChatModel(ChatCompletionsMessages):
         limit = getattr(timeout, "read", timeout)
         seconds = f"{limit:g} s" if isinstance(limit, int | float) else "its time limit"
         return (
-            f"the model endpoint {self._endpoint} did not answer within {seconds}, the request "
-            "timeout (raise it with --request-timeout or SANDFLEET_REQUEST_TIMEOUT)"
+            f"the model endpoint {self._endpoint} timed out: no answer within {seconds}, the "
+            "request timeout (raise it with --request-timeout or SANDFLEET_REQUEST_TIMEOUT)"
         )
 
     def _function_tools(self, tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:

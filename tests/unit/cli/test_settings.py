@@ -77,7 +77,9 @@ def test_unknown_config_keys_are_reported_by_name(tmp_path: Path) -> None:
 def test_the_api_key_cannot_be_put_in_the_config_file(tmp_path: Path) -> None:
     config = write_config(tmp_path / "c.toml", 'api_key = "sk-secret"\n')
 
-    with pytest.raises(SettingsError, match="unknown key api_key: the key is never read from a file"):
+    with pytest.raises(
+        SettingsError, match="unknown key api_key: the key is never read from a file"
+    ):
         load_settings(environ={"HOME": str(tmp_path)}, config_path=config)
 
 
