@@ -36,6 +36,14 @@ def closed_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def offline_environment(home: Path, **extra: str) -> dict[str, str]:
+    """No API key and no --base-url: doctor's endpoint check then stays off the network
+    (with a key alone it would ask the OpenAI API; tests talk to loopback only)."""
+    environ = cli_environment(home, **extra)
+    del environ["OPENAI_API_KEY"]
+    return environ
+
+
 def doctor_lines(result: CliResult) -> dict[str, str]:
     """check name -> its line, from `sandfleet doctor`'s text output."""
     names = ("model endpoint", "local isolation", "cgroups", "cluster", "gateway")
@@ -183,7 +191,7 @@ async def test_doctor_fails_a_dead_or_misaddressed_endpoint_and_exits_1(
 
 async def test_doctor_checks_a_configured_gateway_by_connecting(tmp_path: Path) -> None:
     port = closed_port()
-    environ = cli_environment(tmp_path / "home", SANDFLEET_GATEWAY_TOKEN="t")
+    environ = offline_environment(tmp_path / "home", SANDFLEET_GATEWAY_TOKEN="t")
     result = await run_cli(
         "doctor", "--gateway", f"127.0.0.1:{port}", "--isolation", "none", "--json",
         env=environ, cwd=tmp_path,
@@ -218,3 +226,25 @@ async def test_piped_output_keeps_long_lines_whole(tmp_path: Path) -> None:
     assert len(lines[traced]) > 100, result
     assert lines[traced + 1].startswith("  → execute_bash echo 'word0 word1"), result
     assert len(lines[traced + 1]) > 100, result
+
+
+async def test_doctor_fails_a_kubeconfig_whose_api_server_is_down(tmp_path: Path) -> None:
+    server = f"http://127.0.0.1:{closed_port()}"
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "dead",
+            "clusters": [{"name": "dead", "cluster": {"server": server}}],
+            "users": [{"name": "u", "user": {"token": "t"}}],
+            "contexts": [{"name": "dead", "context": {"cluster": "dead", "user": "u"}}],
+        })
+    )  # fmt: skip
+    result = await run_cli(
+        "doctor", "--isolation", "none", "--json",
+        env=offline_environment(tmp_path / "home", KUBECONFIG=str(kubeconfig)), cwd=tmp_path,
+    )  # fmt: skip
+
+    checks = {check["check"]: check for check in json.loads(result.stdout)["checks"]}
+    assert checks["cluster"]["status"] == "fail", result
+    assert "127.0.0.1" in checks["cluster"]["detail"], result
+    assert result.returncode == 1

@@ -4,6 +4,7 @@ and did-you-mean for names nobody reads."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +13,7 @@ from sandfleet.cli.arg_parser import suggestion
 from sandfleet.cli.consoles import plural
 from sandfleet.cli.main import build_parser
 from sandfleet.setting_names import config_values, env_name, environment_values, flag_name
-from sandfleet.settings import CONFIGURABLE_FIELDS, resolve_settings
+from sandfleet.settings import CONFIGURABLE_FIELDS, Settings, resolve_settings
 
 
 def every_option(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
@@ -120,3 +121,21 @@ def test_unknown_placeholders_are_identifiers_outside_the_known_set() -> None:
 def test_plural_counts() -> None:
     assert [plural(n, "task") for n in (0, 1, 2)] == ["0 tasks", "1 task", "2 tasks"]
     assert plural(1, "input file") == "1 input file"
+
+
+REPOSITORY = Path(__file__).resolve().parents[3]
+
+
+def test_the_readme_states_the_batch_default_the_code_has() -> None:
+    default = Settings.model_fields["concurrency"].default
+    readme = " ".join((REPOSITORY / "README.md").read_text(encoding="utf-8").split())
+
+    assert f"(`SANDFLEET_CONCURRENCY`, default {default};" in readme
+
+
+def test_gitignore_covers_the_clis_default_outputs() -> None:
+    ignored = (REPOSITORY / ".gitignore").read_text(encoding="utf-8").splitlines()
+    results_dir = Settings.model_fields["results_dir"].default
+
+    # results.jsonl: the README's `batch --out` example; eval-results/: eval's default --out.
+    assert {f"{results_dir}/", "results.jsonl", "eval-results/"} <= set(ignored)
