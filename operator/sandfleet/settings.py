@@ -263,16 +263,13 @@ def resolve_settings(
     return ResolvedSettings(settings, origins, [*from_file.notices, *from_env.notices])
 
 
-_NOTHING = NamedValues({}, {}, [], [])
-
-
 def _file_layer(config_path: Path | None, environ: Mapping[str, str]) -> tuple[Path, NamedValues]:
     explicit = config_path or (
         Path(environ[CONFIG_ENV_VAR]) if environ.get(CONFIG_ENV_VAR) else None
     )
     path = explicit or default_config_path(environ)
     if explicit is None and not path.is_file():
-        return path, _NOTHING
+        return path, NamedValues({}, {}, [], [])
     if not path.expanduser().exists():
         raise SettingsError(f"config file not found: {path}")
     if not path.expanduser().is_file():
