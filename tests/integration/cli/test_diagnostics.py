@@ -5,6 +5,7 @@ endpoint, and output piped into a file that must not wrap at 80 columns."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 from pathlib import Path
@@ -190,17 +191,36 @@ async def test_doctor_fails_a_dead_or_misaddressed_endpoint_and_exits_1(
 
 
 async def test_doctor_checks_a_configured_gateway_by_connecting(tmp_path: Path) -> None:
-    port = closed_port()
+    """The check opens a TCP connection, no more: a plain listener stands in for the
+    gateway's port (the claim path itself is covered by the gateway tests)."""
+    accepted: list[bool] = []
+
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(True)
+        writer.close()
+
+    listener = await asyncio.start_server(accept, "127.0.0.1", 0)
+    live = listener.sockets[0].getsockname()[1]
+    dead = closed_port()
     environ = offline_environment(tmp_path / "home", SANDFLEET_GATEWAY_TOKEN="t")
-    result = await run_cli(
-        "doctor", "--gateway", f"127.0.0.1:{port}", "--isolation", "none", "--json",
+    async with listener:
+        up = await run_cli(
+            "doctor", "--gateway", f"127.0.0.1:{live}", "--isolation", "none", "--json",
+            env=environ, cwd=tmp_path,
+        )  # fmt: skip
+    down = await run_cli(
+        "doctor", "--gateway", f"127.0.0.1:{dead}", "--isolation", "none", "--json",
         env=environ, cwd=tmp_path,
     )  # fmt: skip
 
-    checks = {check["check"]: check for check in json.loads(result.stdout)["checks"]}
-    assert checks["gateway"]["status"] == "fail", result
-    assert f"cannot connect to 127.0.0.1:{port}" in checks["gateway"]["detail"]
-    assert result.returncode == 1
+    up_check = next(c for c in json.loads(up.stdout)["checks"] if c["check"] == "gateway")
+    down_check = next(c for c in json.loads(down.stdout)["checks"] if c["check"] == "gateway")
+    assert up_check["status"] == "ok" and accepted, up
+    assert up_check["detail"] == f"127.0.0.1:{live} accepts connections (plaintext, from argument)"
+    assert up.returncode == 0, up
+    assert down_check["status"] == "fail", down
+    assert f"cannot connect to 127.0.0.1:{dead}" in down_check["detail"]
+    assert down.returncode == 1
 
 
 @pytest.mark.slow
