@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import shutil
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -134,10 +135,20 @@ async def local_isolation(settings: Settings, environ: Mapping[str, str]) -> Che
     for mechanism in ("unshare", "bwrap"):
         problem = await probe(mechanism)
         if problem is None:
-            return CheckResult(name, Status.OK, f"{mechanism} gives user, mount, PID, IPC and "
-                               "network namespaces")  # fmt: skip
+            return _with_egress(mechanism, settings.egress)
         reasons.append(f"{mechanism}: {problem}")
     return CheckResult(name, Status.FAIL, f"no namespaces ({'; '.join(reasons)}); {OPT_OUT}")
+
+
+def _with_egress(mechanism: str, egress: str) -> CheckResult:
+    """Namespaces work; --egress all/internet also needs slirp4netns (README: Needs)."""
+    works = f"{mechanism} gives user, mount, PID, IPC and network namespaces"
+    if egress != "none" and shutil.which("slirp4netns") is None:
+        return CheckResult(
+            "local isolation", Status.FAIL,
+            f"{works}, but --egress {egress} needs slirp4netns, which is not installed",
+        )  # fmt: skip
+    return CheckResult("local isolation", Status.OK, works)
 
 
 async def cgroups(settings: Settings, environ: Mapping[str, str]) -> CheckResult:

@@ -268,3 +268,16 @@ async def test_doctor_fails_a_kubeconfig_whose_api_server_is_down(tmp_path: Path
     assert checks["cluster"]["status"] == "fail", result
     assert "127.0.0.1" in checks["cluster"]["detail"], result
     assert result.returncode == 1
+
+
+async def test_doctor_probes_the_isolation_local_runs_use(tmp_path: Path) -> None:
+    """The same probe a local run starts with: where `run` works (every local CLI test
+    here runs namespaced sandboxes), doctor says ok and names the mechanism."""
+    result = await run_cli(
+        "doctor", "--json", env=offline_environment(tmp_path / "home"), cwd=tmp_path
+    )
+
+    checks = {check["check"]: check for check in json.loads(result.stdout)["checks"]}
+    assert checks["local isolation"]["status"] == "ok", result
+    assert checks["local isolation"]["detail"].split()[0] in ("unshare", "bwrap")
+    assert checks["cgroups"]["status"] in ("ok", "warn")
