@@ -1,11 +1,14 @@
 """The CLI's one settings object: flags > environment (SANDFLEET_*) > config file > defaults.
 
-The environment and TOML layers are pydantic-settings sources, as for the operator's
-settings; `load_settings` stacks them, so the CLI and tests can pass their own environment.
+Every setting has one public name, its flag's (sandfleet.setting_names): `--tool-timeout` is
+SANDFLEET_TOOL_TIMEOUT and the config key `tool_timeout`. `resolve_settings` stacks the
+layers, remembers which one set each value (`sandfleet config`) and collects warnings about
+names nobody reads; the CLI and tests pass their own environment.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tomllib
@@ -16,7 +19,6 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
-    EnvSettingsSource,
     NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
@@ -25,8 +27,16 @@ from pydantic_settings import (
 
 from sandfleet.copy_back import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES
 from sandfleet.errors import SandfleetError
+from sandfleet.setting_names import (
+    ENV_PREFIX,
+    NamedValues,
+    config_values,
+    env_name,
+    environment_values,
+    flag_name,
+    public_name,
+)
 
-ENV_PREFIX = "SANDFLEET_"
 CONFIG_ENV_VAR = "SANDFLEET_CONFIG"
 """Names a config file, like --config (the flag wins)."""
 
@@ -167,21 +177,6 @@ CONFIGURABLE_FIELDS: tuple[str, ...] = tuple(
 )
 
 
-class _Environment(EnvSettingsSource):
-    """The SANDFLEET_* variables of one environment (os.environ, or a test's own)."""
-
-    def __init__(self, environ: Mapping[str, str]) -> None:
-        self._environ = environ
-        super().__init__(Settings)
-
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        return {
-            name if self.case_sensitive else name.lower(): value
-            for name, value in self._environ.items()
-            if not (self.env_ignore_empty and value == "")
-        }
-
-
 def default_config_path(environ: Mapping[str, str]) -> Path:
     """~/.config/sandfleet/config.toml, honouring XDG_CONFIG_HOME."""
     config_home = environ.get("XDG_CONFIG_HOME")
@@ -192,13 +187,34 @@ def default_config_path(environ: Mapping[str, str]) -> Path:
     return base / ".config" / "sandfleet" / "config.toml"
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class ResolvedSettings:
+    """Settings plus where each value came from and what the user should be told."""
+
+    settings: Settings
+    origins: dict[str, str]
+    """Field -> "flag", "env SANDFLEET_X", "config PATH (key)" or "default"."""
+    notices: list[str]
+    """Warnings, one line each: deprecated names, SANDFLEET_* variables nobody reads."""
+
+
 def load_settings(
     *,
     flags: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
     config_path: Path | None = None,
 ) -> Settings:
-    """Merge the layers into one Settings.
+    """Merge the layers into one Settings (resolve_settings without origins and notices)."""
+    return resolve_settings(flags=flags, environ=environ, config_path=config_path).settings
+
+
+def resolve_settings(
+    *,
+    flags: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    config_path: Path | None = None,
+) -> ResolvedSettings:
+    """Merge the layers into one Settings, remembering which layer set each value.
 
     flags: values the user gave on the command line (None values count as "not given").
     environ: the process environment (os.environ when None); tests pass their own.
@@ -211,35 +227,49 @@ def load_settings(
         raise SettingsError(f"unknown settings: {', '.join(sorted(unknown))}")
 
     merged: dict[str, Any] = {}
-    merged.update(_file_layer(config_path, environ))
-    merged.update(_configurable(_Environment(environ)()))
+    origins: dict[str, str] = {}
+    file_path, from_file = _file_layer(config_path, environ)
+    for field in from_file.values:
+        origins[field] = f"config {file_path} ({from_file.sources[field]})"
+    merged.update(from_file.values)
+    # The variable holding the key is read, not a misspelt setting (e.g. SANDFLEET_API_KEY
+    # named by SANDFLEET_API_KEY_ENV).
+    named_key_variable = str(
+        given_flags.get("api_key_env")
+        or environ.get(env_name("api_key_env"))
+        or merged.get("api_key_env")
+        or Settings.model_fields["api_key_env"].default
+    )
+    from_env = environment_values(environ, CONFIGURABLE_FIELDS, read_elsewhere=[named_key_variable])
+    for field in from_env.values:
+        origins[field] = f"env {from_env.sources[field]}"
+    merged.update(from_env.values)
+    origins.update(dict.fromkeys(given_flags, "flag"))
     merged.update(given_flags)
 
     key_variable = str(merged.get("api_key_env") or Settings.model_fields["api_key_env"].default)
     api_key = environ.get(key_variable)
     if api_key:
         merged["api_key"] = api_key
+        origins["api_key"] = f"env {key_variable}"
     try:
         settings = Settings(**merged)
     except ValidationError as error:
-        raise SettingsError(_readable(error)) from error
+        raise SettingsError(_readable(error, origins)) from error
     if settings.template and settings.pool:
         raise SettingsError("set at most one of template and pool (a pool names its template)")
-    return settings
+    for field in Settings.model_fields:
+        origins.setdefault(field, "default")
+    return ResolvedSettings(settings, origins, [*from_file.notices, *from_env.notices])
 
 
-def _configurable(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The values of a layer that may set them (never api_key)."""
-    return {name: value for name, value in values.items() if name in CONFIGURABLE_FIELDS}
-
-
-def _file_layer(config_path: Path | None, environ: Mapping[str, str]) -> dict[str, Any]:
+def _file_layer(config_path: Path | None, environ: Mapping[str, str]) -> tuple[Path, NamedValues]:
     explicit = config_path or (
         Path(environ[CONFIG_ENV_VAR]) if environ.get(CONFIG_ENV_VAR) else None
     )
     path = explicit or default_config_path(environ)
     if explicit is None and not path.is_file():
-        return {}
+        return path, NamedValues({}, {}, [], [])
     if not path.expanduser().exists():
         raise SettingsError(f"config file not found: {path}")
     if not path.expanduser().is_file():
@@ -248,18 +278,23 @@ def _file_layer(config_path: Path | None, environ: Mapping[str, str]) -> dict[st
         source = TomlConfigSettingsSource(Settings, toml_file=path)
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise SettingsError(f"cannot read config file {path}: {error}") from error
-    unknown = set(source.toml_data) - set(CONFIGURABLE_FIELDS)
-    if unknown:
-        raise SettingsError(
-            f"config file {path}: unknown keys {', '.join(sorted(unknown))} "
-            f"(known: {', '.join(CONFIGURABLE_FIELDS)})"
-        )
-    return _configurable(source())
+    layer = config_values(source.toml_data, CONFIGURABLE_FIELDS, where=f"config file {path}")
+    if layer.unknown:
+        # A typo in a file written on purpose is an error, not a warning: the file is read
+        # on every run, so a silently ignored key would stay wrong for good.
+        known = ", ".join(public_name(field) for field in CONFIGURABLE_FIELDS)
+        unknown = "; ".join(n for n in layer.notices if "unknown key" in n)
+        raise SettingsError(f"{unknown} (known: {known})")
+    return path, layer
 
 
-def _readable(error: ValidationError) -> str:
-    problems = [
-        f"{'.'.join(str(part) for part in issue['loc'])}: {issue['msg']}"
-        for issue in error.errors()
-    ]
+def _readable(error: ValidationError, origins: Mapping[str, str]) -> str:
+    problems = []
+    for issue in error.errors():
+        field = str(issue["loc"][0]) if issue["loc"] else ""
+        where = origins.get(field, "")
+        shown = flag_name(field) if where == "flag" else public_name(field)
+        if where.startswith("env "):
+            shown = where.removeprefix("env ")
+        problems.append(f"{shown}: {issue['msg']}")
     return "invalid settings: " + "; ".join(problems)

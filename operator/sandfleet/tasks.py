@@ -13,9 +13,10 @@ from typing import Any
 import yaml
 
 from sandfleet.agent import Task
-from sandfleet.agent.prompts import template_problem
+from sandfleet.agent.prompts import known_placeholders, template_problem, unknown_placeholders
 from sandfleet.backend import SandboxPaths
 from sandfleet.errors import SandfleetError
+from sandfleet.setting_names import did_you_mean
 
 PROMPT_FILE = "prompt.txt"
 PROMPT_CONFIG_FILE = "prompt_config.yaml"
@@ -41,6 +42,8 @@ class PromptConfig:
     instance_prompt: str | None = None
     paths: SandboxPaths | None = None
     """Set only when the file names working_dir/input_dir/output_dir (seed-project keys)."""
+    notices: tuple[str, ...] = ()
+    """What the file holds that nothing reads (unknown keys and placeholders), one line each."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -50,6 +53,8 @@ class TaskSpec:
     task: Task
     paths: SandboxPaths | None = None
     """Sandbox layout the task asks for; None keeps the backend's default (/testbed)."""
+    notices: tuple[str, ...] = ()
+    """Warnings for the user (a misspelt prompt_config key, an unknown placeholder)."""
 
 
 def load_prompt_config(path: Path) -> PromptConfig:
@@ -63,25 +68,47 @@ def load_prompt_config(path: Path) -> PromptConfig:
     if not isinstance(document, dict):
         raise TaskInputError(f"prompt config {path} must be a mapping of keys to strings")
     texts: dict[str, str | None] = {}
-    for key in ("system_prompt", "instance_prompt", "working_dir", "input_dir", "output_dir"):
+    notices = [
+        f"prompt config {path}: unknown key {key!s} is ignored{did_you_mean(str(key), _KEYS)}"
+        for key in document
+        if key not in _KEYS
+    ]
+    for key in _KEYS:
         value = document.get(key)
         if value is not None and not isinstance(value, str):
             raise TaskInputError(f"prompt config {path}: {key} must be a string")
-        _check_template(f"prompt config {path}: {key}", key, value)
+        notices += _check_template(f"prompt config {path}: {key}", key, value)
         texts[key] = value or None
     return PromptConfig(
         system_prompt=texts["system_prompt"],
         instance_prompt=texts["instance_prompt"],
         paths=_configured_paths(texts["working_dir"], texts["input_dir"], texts["output_dir"]),
+        notices=tuple(notices),
     )
 
 
-def _check_template(where: str, key: str, value: str | None) -> None:
+_KEYS = ("system_prompt", "instance_prompt", "working_dir", "input_dir", "output_dir")
+"""The keys of a seed-format prompt_config.yaml."""
+
+
+def _check_template(where: str, key: str, value: str | None) -> list[str]:
+    """Raise for a template that cannot be filled; return notices for unknown placeholders."""
     if value is None or key not in ("system_prompt", "instance_prompt"):
-        return
+        return []
     problem = template_problem(value)
     if problem is not None:
         raise TaskInputError(f"{where}: {problem}")
+    return template_notices(where, value)
+
+
+def template_notices(where: str, template: str) -> list[str]:
+    """One line per placeholder of `template` that nothing fills (it stays as written)."""
+    known = known_placeholders()
+    return [
+        f"{where}: the placeholder {{{name}}} is not filled in{did_you_mean(name, known)} "
+        f"(known: {', '.join('{' + k + '}' for k in known)})"
+        for name in unknown_placeholders(template)
+    ]
 
 
 def _configured_paths(
@@ -125,7 +152,7 @@ def task_from_folder(
         system_prompt=config.system_prompt,
         instance_prompt=config.instance_prompt,
     )
-    return TaskSpec(task=task, paths=config.paths)
+    return TaskSpec(task=task, paths=config.paths, notices=config.notices)
 
 
 def task_from_argument(
@@ -184,11 +211,13 @@ def task_from_batch_record(record: Mapping[str, Any], *, base_dir: Path) -> Task
     templates = {
         key: record[key] for key in ("system_prompt", "instance_prompt") if record.get(key)
     }
+    notices = list(spec.notices)
     for key, value in templates.items():
         if not isinstance(value, str):
             raise TaskInputError(f"task {task_id}: {key} must be a string")
-        _check_template(f"task {task_id}: {key}", key, value)
-    return dataclasses.replace(spec, task=dataclasses.replace(spec.task, files=files, **templates))
+        notices += _check_template(f"task {task_id}: {key}", key, value)
+    task = dataclasses.replace(spec.task, files=files, **templates)
+    return dataclasses.replace(spec, task=task, notices=tuple(notices))
 
 
 def _record_files(task_id: str, files: Any, base_dir: Path) -> dict[str, Path | bytes]:

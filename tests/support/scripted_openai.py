@@ -235,12 +235,18 @@ class ScriptedOpenAIServer:
         host: str = "127.0.0.1",
         context_window: ContextWindow | None = None,
         tokens: TokenFamily | None = None,
+        only_under_v1: bool = False,
+        models: Sequence[str] = ("m",),
     ) -> None:
         """`host`: the address to listen on; another local address (a test cluster's bridge)
         makes the server reachable from pods. `tokens`: answer token requests (logprobs,
         return_token_ids) as that server family does; None ignores them, as OpenAI-compatible
-        servers without token data do."""
+        servers without token data do. `only_under_v1`: serve only below /v1, as vLLM and
+        OpenAI do (by default any path ending in /chat/completions is served). `models`: the
+        ids GET .../models lists."""
         self.host = host
+        self.only_under_v1 = only_under_v1
+        self.models = tuple(models)
         self.tokens = tokens
         self.context_window = context_window
         self.overflows = 0
@@ -333,7 +339,14 @@ class ScriptedOpenAIServer:
             self.requests.append(request)
             self._arrived.notify_all()
         keep_alive = headers.get("connection", "").lower() != "close"
-        if method != "POST" or not path.endswith("/chat/completions"):
+        routed = not self.only_under_v1 or path.startswith("/v1/")
+        if routed and method == "GET" and path.endswith("/models"):
+            listing = [
+                {"id": name, "object": "model", "owned_by": "scripted"} for name in self.models
+            ]
+            await _respond(writer, 200, {"object": "list", "data": listing})
+            return keep_alive
+        if not routed or method != "POST" or not path.endswith("/chat/completions"):
             await _respond(writer, 404, {"error": {"message": f"no route {method} {path}"}})
             return keep_alive
         self.in_flight += 1

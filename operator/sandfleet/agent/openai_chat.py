@@ -144,9 +144,10 @@ class OpenAIChatModel(ChatCompletionsMessages):
                 overflow = _overflow(exc)
                 if overflow is not None:
                     raise overflow from exc
-                raise ModelError(_describe(exc), status_code=exc.status_code) from exc
+                message = _describe(exc) + _not_found_hint(exc.status_code, self._endpoint)
+                raise ModelError(message, status_code=exc.status_code) from exc
             except openai.APITimeoutError as exc:
-                raise ModelError(f"the model endpoint {self._endpoint} timed out") from exc
+                raise ModelError(self._timed_out()) from exc
             except openai.APIConnectionError as exc:
                 cause = exc.__cause__ or exc
                 raise ModelError(
@@ -184,6 +185,15 @@ class OpenAIChatModel(ChatCompletionsMessages):
     async def aclose(self) -> None:
         await self._client.close()
 
+    def _timed_out(self) -> str:
+        timeout = self._client.timeout  # a float, or an httpx.Timeout with a read limit
+        limit = getattr(timeout, "read", timeout)
+        seconds = f"{limit:g} s" if isinstance(limit, int | float) else "its time limit"
+        return (
+            f"the model endpoint {self._endpoint} timed out: no answer within {seconds}, the "
+            "request timeout (raise it with --request-timeout or SANDFLEET_REQUEST_TIMEOUT)"
+        )
+
     def _function_tools(self, tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
         # tool_specs() hands every run the same tuple, so this converts once per process.
         if tools is not self._schemas_for:
@@ -219,6 +229,16 @@ def _overflow(exc: openai.APIStatusError) -> ContextLengthExceededError | None:
 
 def _describe(exc: openai.APIStatusError) -> str:
     return f"the model endpoint answered HTTP {exc.status_code}: {_endpoint_message(exc)}"
+
+
+def _not_found_hint(status: int, endpoint: str) -> str:
+    """For a 404 at an endpoint without /v1: where OpenAI-compatible servers serve."""
+    if status != 404 or endpoint.rstrip("/").endswith("/v1"):
+        return ""
+    return (
+        f" (the endpoint answered 404 at {endpoint}/chat/completions; OpenAI-compatible "
+        f"servers usually serve under /v1: try --base-url {endpoint}/v1)"
+    )
 
 
 def _endpoint_message(exc: openai.APIStatusError) -> str:

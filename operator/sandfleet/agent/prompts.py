@@ -115,6 +115,29 @@ def template_problem(template: str, values: Iterable[str] = _PLACEHOLDERS) -> st
     return None
 
 
+def unknown_placeholders(template: str, values: Iterable[str] = _PLACEHOLDERS) -> list[str]:
+    """The `{name}` placeholders of `template` that are not among `values`: they stay in
+    the prompt as written, which is almost always a typo ({workdir} for {working_dir}).
+
+    Only identifier-like names count, so a JSON sample or code in the template is no
+    finding; a template with stray braces is filled textually and has none either.
+    """
+    try:
+        fields = list(string.Formatter().parse(template))
+    except ValueError:
+        return []
+    known = set(values)
+    unknown: list[str] = []
+    for _, field, _, _ in fields:
+        if field and field.isidentifier() and field not in known and field not in unknown:
+            unknown.append(field)
+    return unknown
+
+
+def known_placeholders() -> tuple[str, ...]:
+    return _PLACEHOLDERS
+
+
 def fill_template(template: str, values: Mapping[str, str]) -> str:
     """str.format-style filling that leaves unknown placeholders as they are.
 

@@ -31,11 +31,13 @@ from sandfleet.cli.batch_files import (
     latest_outcomes,
     read_task_lines,
 )
+from sandfleet.cli.consoles import error_console, plural
 from sandfleet.cli.execution import (
     ConfigurationError,
     agent_config,
     execute_task,
     gateway_target,
+    system_prompt_notices,
 )
 from sandfleet.cli.interrupts import run_until_interrupted
 from sandfleet.cli.pace import Pace
@@ -64,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--concurrency", "-c", dest="concurrency", type=int, metavar="N",
-        help="tasks running at once (default 4)",
+        help=f"tasks running at once (default {Settings.model_fields['concurrency'].default})",
     )  # fmt: skip
     parser.add_argument(
         "--retry-failed", action="store_true",
@@ -104,10 +106,12 @@ def batch_command(args: argparse.Namespace, settings: Settings, console: Console
     except (BatchFileError, ConfigurationError) as error:
         errors.print(Text.assemble(("error: ", "red"), str(error)))
         return ExitCode.USAGE
+    for notice in system_prompt_notices(config, settings):
+        errors.print(Text.assemble(("warning: ", "yellow"), notice))
     skip = ids_to_skip(previous, retry_failed=args.retry_failed)
     todo = [line for line in lines if line["id"] not in skip]
     console.print(
-        f"{len(lines)} tasks: {len(lines) - len(todo)} already in {args.out}, "
+        f"{plural(len(lines), 'task')}: {len(lines) - len(todo)} already in {args.out}, "
         f"{len(todo)} to run, {min(settings.concurrency, max(len(todo), 1))} at a time"
     )
     batch = _Batch(
@@ -194,6 +198,9 @@ class _Batch:
             return TaskOutcome.failure(
                 task_id, RunFailure.INVALID_TASK, str(error), model=self.config.model
             )
+        for notice in spec.notices:  # the task still runs: a typo is the user's to fix
+            warning = Text.assemble(("warning: ", "yellow"), f"[{task_id}] {notice}")
+            error_console().print(warning)
         renderer = TraceRenderer(console, prefix=f"[{task_id}] ") if self.trace else None
         started = time.perf_counter()
         try:

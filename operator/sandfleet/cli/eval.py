@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.text import Text
 
 from sandfleet.agent import AgentConfig
+from sandfleet.cli.consoles import plural
 from sandfleet.cli.eval_runner import EvalRunner, Job
 from sandfleet.cli.eval_samples import EvalContext
 from sandfleet.cli.execution import agent_config
@@ -75,7 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--concurrency", "-c", dest="concurrency", type=int, metavar="N",
-        help="samples running at once (default 4); also bounds the model requests in flight",
+        help=f"samples running at once (default {Settings.model_fields['concurrency'].default}); "
+        "also bounds the model requests in flight",
     )  # fmt: skip
     parser.add_argument("--limit", type=int, metavar="N", help="only the first N problems")
     parser.add_argument(
@@ -122,8 +124,8 @@ def eval_command(args: argparse.Namespace, settings: Settings, console: Console)
     skip = {key for key, record in recorded.items() if not (args.retry_errors and record.is_error)}
     todo = [job for job in jobs if (args.mode, job[0].id, job[1]) not in skip]
     console.print(
-        f"{plan.benchmark.name}: {len(plan.problems)} problems x {args.samples} "
-        f"sample{'s' if args.samples > 1 else ''}, "
+        f"{plan.benchmark.name}: {plural(len(plan.problems), 'problem')} x "
+        f"{plural(args.samples, 'sample')}, "
         f"mode {args.mode}: {len(jobs) - len(todo)} already in {plan.out}, {len(todo)} to run, "
         f"{min(settings.concurrency, max(len(todo), 1))} at a time"
     )
@@ -259,7 +261,7 @@ def _print_summary(console: Console, records: Sequence[SampleRecord], mode: str,
     console.print(
         Text.assemble(
             ("mean score ", "bold"), f"{summary.mean_score:.3f}", f"  {passes}",
-            f"  {summary.samples} samples, {summary.num_errors} errors "
+            f"  {plural(summary.samples, 'sample')}, {plural(summary.num_errors, 'error')} "
             f"({summary.run_errors} run, {summary.reward_errors} reward), {summary.wrong} wrong",
         )
     )  # fmt: skip

@@ -21,6 +21,7 @@ from rich.progress import (
 from rich.text import Text
 
 from sandfleet.agent import Model, openai_model
+from sandfleet.cli.consoles import plural
 from sandfleet.cli.eval_samples import EvalContext, cluster_sample, llm_sample, sandbox_sample
 from sandfleet.cli.pace import Pace
 from sandfleet.cli.results import RunFailure, utc_now
@@ -70,7 +71,7 @@ def sample_line(sample: SampleRecord) -> Text:
     line = Text.assemble(
         (mark + " ", style),
         (f"{sample.problem_id}#{sample.sample}", "bold"),
-        f"  score {sample.score:g}  {sample.stop_reason}  {sample.turns} turns"
+        f"  score {sample.score:g}  {sample.stop_reason}  {plural(sample.turns, 'turn')}"
         f"  {sample.total_time_s:.1f}s",
     )
     if sample.error:

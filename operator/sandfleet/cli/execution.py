@@ -38,7 +38,7 @@ from sandfleet.local import LocalSandboxConfig
 from sandfleet.logs import get_logger
 from sandfleet.sandbox import ClusterSandbox, Sandbox, SandboxPaths
 from sandfleet.settings import Settings
-from sandfleet.tasks import TaskSpec
+from sandfleet.tasks import TaskSpec, template_notices
 
 if TYPE_CHECKING:
     from sandfleet.cluster.gateway_target import GatewayTarget
@@ -80,6 +80,14 @@ def agent_config(settings: Settings, *, loop_here: bool | None = None) -> AgentC
         request_timeout_s=settings.request_timeout_s,
         max_retries=settings.max_retries,
     )
+
+
+def system_prompt_notices(config: AgentConfig, settings: Settings) -> list[str]:
+    """Warnings about the --system-prompt file's placeholders that nothing fills."""
+    if config.system_prompt_override is None:
+        return []
+    where = f"system prompt file {settings.system_prompt}"
+    return template_notices(where, config.system_prompt_override)
 
 
 def _system_prompt(path: Path | None) -> str | None:

@@ -12,10 +12,13 @@ from rich.console import Console
 from rich.text import Text
 
 import sandfleet
+from sandfleet.cli.arg_parser import SuggestingParser
+from sandfleet.cli.consoles import error_console, output_console
 from sandfleet.cli.failures import exit_for
 from sandfleet.cli.results import ExitCode
+from sandfleet.cli.settings_command import resolve_from_arguments
 from sandfleet.logs import configure_logging, get_logger
-from sandfleet.settings import CONFIGURABLE_FIELDS, Settings, SettingsError, load_settings
+from sandfleet.settings import Settings, SettingsError
 
 log = get_logger(__name__)
 
@@ -29,14 +32,17 @@ Run LLM agents inside lightweight local sandboxes.
   sandfleet batch tasks.jsonl --out results.jsonl --concurrency 8 --model M --base-url URL
   sandfleet eval examples/bench/arithmetic --samples 3 --model M --base-url URL
   sandfleet replay examples/trajectories/sales_by_region.jsonl
+  sandfleet doctor                  # is the endpoint reachable, can sandboxes start?
+  sandfleet config                  # the effective settings and where each came from
 """
 
 _EPILOG = """\
-settings: flags > SANDFLEET_<NAME> environment variables (e.g. SANDFLEET_MODEL,
-SANDFLEET_BASE_URL, SANDFLEET_MAX_TURNS) > config file (--config, SANDFLEET_CONFIG or
-~/.config/sandfleet/config.toml, keys named like the flags: model, base_url, max_turns, ...)
-> defaults. The API key is read from the variable --api-key-env names (OPENAI_API_KEY);
-without one, a --base-url endpoint gets the placeholder key EMPTY.
+settings: flags > SANDFLEET_<FLAG> environment variables named after the flags (--max-turns
+is SANDFLEET_MAX_TURNS, --tool-timeout SANDFLEET_TOOL_TIMEOUT) > config file (--config,
+SANDFLEET_CONFIG or ~/.config/sandfleet/config.toml, keys named like the flags: model,
+base_url, tool_timeout, ...) > defaults; `sandfleet config` shows the result. The API key is
+read from the variable --api-key-env names (OPENAI_API_KEY); without one, a --base-url
+endpoint gets the placeholder key EMPTY, and the OpenAI API itself is refused (exit 2).
 
 exit codes: 0 submitted / all submitted / all matched; 1 not submitted (max_turns,
 context_exceeded, no_tool_call) or a replay mismatch; 2 bad usage or input; 3 model endpoint error;
@@ -49,16 +55,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     _tolerate_unencodable_output()
     parser = build_parser()
     args = parser.parse_args(argv)
-    errors = Console(stderr=True, highlight=False, soft_wrap=True)  # one error, one line
+    errors = error_console()  # one error, one line
     try:
-        settings = settings_from_arguments(args)
+        resolved = resolve_from_arguments(args)
     except SettingsError as error:
         errors.print(Text.assemble(("error: ", "red"), str(error)))
         return ExitCode.USAGE
+    for notice in resolved.notices:
+        errors.print(Text.assemble(("warning: ", "yellow"), notice))
+    settings = resolved.settings
     configure_logging(level=settings.log_level, json=settings.log_json)
     handler: Handler = args.handler
     try:
-        return handler(args, settings, Console(highlight=False))
+        return handler(args, settings, output_console())
     except KeyboardInterrupt:
         # A second Ctrl-C while the first one's cleanup runs: leave at once. Local sandboxes
         # die with their parent (the runtime agents run with --exit-with-parent).
@@ -84,15 +93,14 @@ def settings_from_arguments(
     args: argparse.Namespace, environ: Mapping[str, str] | None = None
 ) -> Settings:
     """The flags the user typed, layered over the environment and the config file."""
-    flags = {name: getattr(args, name) for name in CONFIGURABLE_FIELDS if hasattr(args, name)}
-    return load_settings(flags=flags, environ=environ, config_path=args.config)
+    return resolve_from_arguments(args, environ).settings
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from sandfleet.cli import batch, export_rows, replay, run, trajectory
+    from sandfleet.cli import batch, doctor, export_rows, replay, run, settings_command, trajectory
     from sandfleet.cli import eval as eval_cli
 
-    parser = argparse.ArgumentParser(
+    parser = SuggestingParser(
         prog="sandfleet",
         description=_DESCRIPTION,
         epilog=_EPILOG,
@@ -165,11 +173,13 @@ def build_parser() -> argparse.ArgumentParser:
     trajectory.add_arguments(trajectory_parser)
     trajectory_parser.set_defaults(handler=trajectory.trajectory_command)
     export_rows.register(commands, parents=[common])
+    doctor.register(commands, parents=[common, _agent_options()])
+    settings_command.register(commands, parents=[common, _agent_options()])
     return parser
 
 
-def _common_options() -> argparse.ArgumentParser:
-    options = argparse.ArgumentParser(add_help=False)
+def _common_options() -> SuggestingParser:
+    options = SuggestingParser(add_help=False)
     group = options.add_argument_group("configuration")
     group.add_argument(
         "--config", type=Path, metavar="PATH", help="config file (TOML) instead of the default"
@@ -185,8 +195,8 @@ def _common_options() -> argparse.ArgumentParser:
     return options
 
 
-def _sandbox_options() -> argparse.ArgumentParser:
-    options = argparse.ArgumentParser(add_help=False)
+def _sandbox_options() -> SuggestingParser:
+    options = SuggestingParser(add_help=False)
     group = options.add_argument_group("sandbox")
     group.add_argument(
         "--isolation",
@@ -217,8 +227,8 @@ def _sandbox_options() -> argparse.ArgumentParser:
     return options
 
 
-def _agent_options() -> argparse.ArgumentParser:
-    options = argparse.ArgumentParser(add_help=False, parents=[_sandbox_options()])
+def _agent_options() -> SuggestingParser:
+    options = SuggestingParser(add_help=False, parents=[_sandbox_options()])
     model = options.add_argument_group("model")
     model.add_argument("--model", "-m", help="model name at the endpoint")
     model.add_argument(

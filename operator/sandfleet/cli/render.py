@@ -19,6 +19,7 @@ from sandfleet.agent import (
     ToolCalled,
     TurnStarted,
 )
+from sandfleet.cli.consoles import plural
 from sandfleet.cli.results import OUTPUT_FOLDER, RESULT_FILE, TaskOutcome
 from sandfleet.tool_calls import SUBMIT
 
@@ -140,7 +141,7 @@ def finished_task_line(outcome: TaskOutcome) -> Text:
         (outcome.id, "bold"),
         " ",
         (outcome.stop_reason, stop_style(outcome.stop_reason)),
-        f"  {outcome.turns} turns  {outcome.total_time_s:.1f}s",
+        f"  {plural(outcome.turns, 'turn')}  {outcome.total_time_s:.1f}s",
     )
     if outcome.error:
         line.append("  " + shorten(outcome.error, 100), style="dim")
@@ -156,7 +157,8 @@ def copy_back_line(outcome: TaskOutcome) -> str | None:
     skipped = int(record.get("skipped_total") or 0)
     if not skipped and not record.get("truncated"):
         return None
-    line = f"copied {record.get('files', 0)} files ({record.get('bytes', 0)} bytes)"
+    files, size = int(record.get("files", 0)), int(record.get("bytes", 0))
+    line = f"copied {plural(files, 'file')} ({plural(size, 'byte')})"
     if skipped:
         first = (record.get("skipped") or [{}])[0]
         line += f"; skipped {skipped}, first: {shorten(str(first.get('reason')), 100)}"
@@ -200,7 +202,8 @@ def batch_summary_table(
         f"{sum(o.completion_tokens for o in outcomes):,}",
     )
     rate = ran_now / (elapsed_s / 60) if elapsed_s > 0 else 0.0
-    table.caption = f"this session: {ran_now} tasks in {elapsed_s:.1f}s = {rate:.1f} tasks/min"
+    done = plural(ran_now, "task")
+    table.caption = f"this session: {done} in {elapsed_s:.1f}s = {rate:.1f} tasks/min"
     table.caption_justify = "left"
     return table
 

@@ -20,6 +20,7 @@ from sandfleet.agent.events import summarize_arguments
 from sandfleet.agent.prompts import remaining_turns_notice
 from sandfleet.agent.sandbox_access import remote_input_path, upload_task_files
 from sandfleet.agent.task_inputs import RecordedInputs, recorded_input_files
+from sandfleet.cli.consoles import plural
 from sandfleet.cli.execution import sandbox_config
 from sandfleet.cli.interrupts import run_until_interrupted
 from sandfleet.cli.results import ExitCode
@@ -97,8 +98,8 @@ def replay_command(args: argparse.Namespace, settings: Settings, console: Consol
         return ExitCode.USAGE
     timeout_s = args.tool_timeout_s or plan.tool_timeout_s or settings.tool_timeout_s
     console.print(
-        f"replaying {len(plan.calls)} tool calls of task {plan.task_id} "
-        f"({len(plan.files)} input files) in a fresh local sandbox"
+        f"replaying {plural(len(plan.calls), 'tool call')} of task {plan.task_id} "
+        f"({plural(len(plan.files), 'input file')}) in a fresh local sandbox"
     )
     if not plan.inputs_recorded:
         errors.print(

@@ -13,11 +13,13 @@ from rich.console import Console
 from rich.text import Text
 
 from sandfleet.agent import AgentConfig, openai_model
+from sandfleet.cli.consoles import error_console, plural
 from sandfleet.cli.execution import (
     ConfigurationError,
     agent_config,
     execute_task,
     gateway_target,
+    system_prompt_notices,
     task_folder,
 )
 from sandfleet.cli.interrupts import run_until_interrupted
@@ -125,13 +127,15 @@ def add_session_target_arguments(
 
 
 def run_command(args: argparse.Namespace, settings: Settings, console: Console) -> int:
-    errors = Console(stderr=True, highlight=False, soft_wrap=True)  # one error, one line
+    errors = error_console()  # one error, one line
     try:
         spec = task_from_argument(args.task, extra_files=args.files, task_id=args.task_id)
         config = agent_config(settings)
     except (TaskInputError, ConfigurationError) as error:
         errors.print(Text.assemble(("error: ", "red"), str(error)))
         return ExitCode.USAGE
+    for notice in [*spec.notices, *system_prompt_notices(config, settings)]:
+        errors.print(Text.assemble(("warning: ", "yellow"), notice))
     show_trace = not (args.quiet or args.as_json)
     gateway: GatewayTarget | None = None
     if settings.managed and settings.backend != "kubernetes":
@@ -198,7 +202,7 @@ def _print_header(
     console: Console, spec: TaskSpec, config: AgentConfig, settings: Settings
 ) -> None:
     task = spec.task
-    files = f", {len(task.files)} input files" if task.files else ""
+    files = f", {plural(len(task.files), 'input file')}" if task.files else ""
     console.print(
         Text.assemble(
             ("task ", "bold"), task.id, files,

@@ -189,6 +189,6 @@ async def test_an_invalid_extra_body_is_a_usage_error_in_one_line(
         "--extra-body", value, env=cli_environment(tmp_path / "home"), cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 2
-    assert why in result.stderr and "extra_body" in result.stderr
+    assert why in result.stderr and "--extra-body" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert "Traceback" not in result.stderr

@@ -62,7 +62,7 @@ def test_template_and_pool_exclude_each_other_on_every_layer(tmp_path: Path) -> 
 
 def test_a_malformed_secret_reference_or_backend_is_a_settings_error(tmp_path: Path) -> None:
     environ = {"HOME": str(tmp_path)}
-    with pytest.raises(SettingsError, match="api_key_secret"):
+    with pytest.raises(SettingsError, match="api-key-secret"):
         load_settings(flags={"api_key_secret": "Not_A_Secret"}, environ=environ)
     with pytest.raises(SettingsError, match="backend"):
         load_settings(flags={"backend": "nomad"}, environ=environ)

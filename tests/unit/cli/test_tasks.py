@@ -214,3 +214,26 @@ def test_bad_batch_lines_are_reported(
 ) -> None:
     with pytest.raises(TaskInputError, match=message):
         task_from_batch_record(record, base_dir=tmp_path)
+
+
+def test_a_batch_lines_template_with_an_unknown_placeholder_carries_a_notice(
+    tmp_path: Path,
+) -> None:
+    record = {"id": "t1", "prompt": "p", "system_prompt": "Files are in {input_folder}."}
+
+    spec = task_from_batch_record(record, base_dir=tmp_path)
+
+    assert len(spec.notices) == 1
+    assert spec.notices[0].startswith(
+        "task t1: system_prompt: the placeholder {input_folder} is not filled in; "
+        "did you mean input_dir?"
+    )
+
+
+def test_a_prompt_config_with_only_known_keys_and_placeholders_has_no_notices(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "prompt_config.yaml"
+    config.write_text("system_prompt: 'In {working_dir}; {command_docs}'\noutput_dir: /o\n")
+
+    assert load_prompt_config(config).notices == ()
