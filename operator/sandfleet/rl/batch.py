@@ -122,12 +122,21 @@ class SandboxEnvBatch:
         """`count` forks of a prepared sandbox; every reset returns to the fork point."""
         return cls.of(await sandbox.fork(count), config, reward=reward)
 
-    async def reset_all(self, tasks: Sequence[Task]) -> list[Observation | ResetFailure]:
-        """Reset every environment for its task (one task per environment, in order)."""
+    async def reset_all(
+        self, tasks: Sequence[Task], rewards: Sequence[RewardFn | None] | None = None
+    ) -> list[Observation | ResetFailure]:
+        """Reset every environment for its task (one task per environment, in order);
+        `rewards`, when given, scores each episode instead of the environment's function."""
         if len(tasks) != len(self.envs):
             raise ValueError(f"{len(tasks)} tasks for {len(self.envs)} environments")
+        scores = list(rewards) if rewards is not None else [None] * len(tasks)
+        if len(scores) != len(tasks):
+            raise ValueError(f"{len(scores)} reward functions for {len(tasks)} tasks")
         results = await asyncio.gather(
-            *(env.reset(task) for env, task in zip(self.envs, tasks, strict=True)),
+            *(
+                env.reset(task, reward=score)
+                for env, task, score in zip(self.envs, tasks, scores, strict=True)
+            ),
             return_exceptions=True,
         )
         out: list[Observation | ResetFailure] = []

@@ -98,14 +98,16 @@ class SandboxEnv:
     def done(self) -> bool:
         return self._episode is None or self._episode.done
 
-    async def reset(self, task: Task) -> Observation:
+    async def reset(self, task: Task, *, reward: RewardFn | None = None) -> Observation:
         """A fresh episode of `task` in a pristine sandbox; returns the initial prompt.
-        Raises SandboxLostError when the sandbox is gone, ToolError (FAILED_PRECONDITION)
-        when its runtime keeps no baseline, TaskFileError for an unreadable local file."""
+        `reward` scores this episode instead of the environment's reward function (e.g. one
+        that knows this task's expected answer). Raises SandboxLostError when the sandbox is
+        gone, ToolError (FAILED_PRECONDITION) when its runtime keeps no baseline,
+        TaskFileError for an unreadable local file."""
         self._episode = None
         report = await self.sandbox.reset()
         await upload_task_files(self.sandbox, task.files)
-        episode = EpisodeState(new_episode_id(), task.id)
+        episode = EpisodeState(new_episode_id(), task.id, reward=reward or self._reward)
         self._episode = episode
         log.debug("env_reset", episode=episode.episode_id, task=task.id, reset_s=report.duration_s)
         return Observation(
@@ -227,8 +229,10 @@ class SandboxEnv:
         except SandboxLostError as exc:
             return _with(info, sandbox_lost=True, error=f"reading the answer: {exc}")
         reward: float | None = None
-        if self._reward is not None:
-            value = self._reward(answer, self.sandbox)
+        episode = self._episode
+        score = episode.reward if episode is not None else None
+        if score is not None:
+            value = score(answer, self.sandbox)
             reward = float(await value if inspect.isawaitable(value) else value)
         return _with(info, answer=answer, reward=reward)
 

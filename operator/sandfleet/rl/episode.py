@@ -171,5 +171,6 @@ class EpisodeState:
 
     episode_id: str
     task_id: str
+    reward: RewardFn | None = None
     turn: int = 0
     done: bool = False

@@ -16,7 +16,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from sandfleet.agent.config import Task
 from sandfleet.rl.batch import Call, ResetFailure, SandboxEnvBatch
-from sandfleet.rl.episode import Observation, StepResult
+from sandfleet.rl.episode import Observation, RewardFn, StepResult
 
 T = TypeVar("T")
 
@@ -64,8 +64,10 @@ class SyncSandboxEnvBatch:
             raise RuntimeError("the batch is closed")
         return self.batch
 
-    def reset_all(self, tasks: Sequence[Task]) -> list[Observation | ResetFailure]:
-        return self._call(self._open_batch().reset_all, tasks)
+    def reset_all(
+        self, tasks: Sequence[Task], rewards: Sequence[RewardFn | None] | None = None
+    ) -> list[Observation | ResetFailure]:
+        return self._call(self._open_batch().reset_all, tasks, rewards)
 
     def step(self, calls: Sequence[Call | None]) -> list[StepResult | None]:
         return self._call(self._open_batch().step, calls)
