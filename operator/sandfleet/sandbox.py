@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
@@ -118,6 +119,7 @@ class Sandbox(SandboxCore):
         pod: PodTemplate | None = None,
         kube: KubeClient | None = None,
         address: str | None = None,
+        claim_id: str | None = None,
     ) -> ClusterSandbox:
         """A sandbox on Kubernetes, Ready and connected, claimed through the sandfleet gateway.
 
@@ -160,7 +162,7 @@ class Sandbox(SandboxCore):
             lifecycle=lifecycle, egress=egress, generate_name=generate_name, gateway=gateway,
             token=token, kubeconfig=kubeconfig, context=context,
             ready_timeout_s=ready_timeout_s, paths=paths, tool_timeout_s=tool_timeout_s,
-            max_output_chars=max_output_chars,
+            max_output_chars=max_output_chars, claim_id=claim_id,
         )  # fmt: skip
         return sandbox
 
@@ -184,15 +186,20 @@ class Sandbox(SandboxCore):
         paths: SandboxPaths | None = None,
         tool_timeout_s: float = 0,
         max_output_chars: int = 0,
+        claim_id: str | None = None,
     ) -> list[ClusterSandbox]:
         """`count` sandboxes from one gateway Claim (all or none), e.g. an RL batch; the
-        arguments are on_cluster's, and each sandbox's close releases its own session."""
+        arguments are on_cluster's, and each sandbox's close releases its own session.
+        `claim_id` makes the claim idempotent: repeating it with the same id (after a lost
+        answer or a timeout) returns the same sessions instead of claiming more. Forks of
+        these sandboxes come from new claims of the same request (without the id)."""
         from sandfleet.cluster.gateway_backend import GatewayBackend, GatewaySandboxRequest
 
         request = GatewaySandboxRequest(
             namespace, pool=pool, template=template, env=env, files=files, lifecycle=lifecycle,
             egress=egress, generate_name=generate_name, timeout_s=ready_timeout_s,
             gateway=gateway, token=token, kubeconfig=kubeconfig, context=context, paths=paths,
+            claim_id=claim_id,
         )  # fmt: skip
         return await _claim(
             GatewayBackend(request), count, tool_timeout_s=tool_timeout_s,
@@ -275,9 +282,12 @@ async def _claim(
     same request (pool or template, namespace, gateway and caller: never another tenant)."""
 
     async def open_more(more: int) -> list[ClusterSandbox]:
+        # A new claim: the first one's id would hand back the first one's sessions.
+        request = dataclasses.replace(backend.request, claim_id=None)
         return await _claim(
-            backend, more, tool_timeout_s=tool_timeout_s, max_output_chars=max_output_chars
-        )
+            dataclasses.replace(backend, request=request), more,
+            tool_timeout_s=tool_timeout_s, max_output_chars=max_output_chars,
+        )  # fmt: skip
 
     opened = await backend.open_many(count)
     return [

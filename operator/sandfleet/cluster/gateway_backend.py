@@ -54,6 +54,9 @@ class GatewaySandboxRequest:
     """A resolved gateway (then gateway, token, kubeconfig and context are unused)."""
     paths: SandboxPaths | None = None
     """The layout in the sandbox (default: below its working directory)."""
+    claim_id: str | None = None
+    """Makes the claim idempotent: a claim repeated with the same id (after a lost answer)
+    gets the same sessions back (GatewayClient.claim)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -87,6 +90,7 @@ class GatewayBackend:
                 generate_name=request.generate_name,
                 egress=request.egress,
                 timeout_s=request.timeout_s,
+                claim_id=request.claim_id,
             )
         except BaseException:
             await asyncio.shield(gateway.close())

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import hashlib
 import posixpath
 import random
 import secrets
@@ -51,7 +52,11 @@ log = get_logger(__name__)
 
 CALLER_ANNOTATION = "sandfleet.dev/claimed-for"
 """The Kubernetes user a gateway session was claimed for (usernames do not fit labels)."""
+CLAIM_ID_ANNOTATION = "sandfleet.dev/claim-id"
+"""The caller's idempotency key of the claim that made a session (ClaimSpec.claim_id)."""
 _SUFFIX_CHARS = string.ascii_lowercase + string.digits
+_MAX_NAME = 63
+_MAX_DERIVED_SUFFIX = 10
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -73,6 +78,25 @@ class ClaimSettings:
 def session_name(generate_name: str) -> str:
     """A new session name: the prefix and five random characters (as the API server would)."""
     return f"{generate_name or 'sbx-'}{''.join(secrets.choice(_SUFFIX_CHARS) for _ in range(5))}"
+
+
+def claim_session_names(spec: ClaimSpec) -> list[str]:
+    """The names of an idempotent claim's sessions: the prefix and a suffix derived from
+    (namespace, caller, claim id, index), as long as the name limit allows (5 to 10
+    characters). Deterministic, so a retried claim finds what the first one made; the caller
+    is part of it, so the same id of another identity names other sessions."""
+    prefix = spec.generate_name or "sbx-"
+    length = max(5, min(_MAX_DERIVED_SUFFIX, _MAX_NAME - len(prefix)))
+    names = []
+    for index in range(spec.count):
+        seed = "\0".join((spec.namespace, spec.caller, spec.claim_id, str(index))).encode()
+        number = int.from_bytes(hashlib.sha256(seed).digest()[:16], "big")
+        suffix = ""
+        for _ in range(length):
+            number, digit = divmod(number, len(_SUFFIX_CHARS))
+            suffix += _SUFFIX_CHARS[digit]
+        names.append(prefix + suffix)
+    return names
 
 
 def sandbox_path(path: str, workdir: str) -> str:
@@ -104,8 +128,18 @@ class Claimer:
         if spec.pool and spec.template:
             raise ClaimFailed(ClaimFailure.INVALID, "name a pool or a template, not both")
         workdir = await self._workdir(spec)
+        if spec.claim_id:
+            names: list[str | None] = list(claim_session_names(spec))
+            before = await self._claimed_before(spec, [n for n in names if n is not None])
+            if before is not None:
+                log.info(
+                    "claim_repeated", claim_id=spec.claim_id, sessions=[c.name for c in before]
+                )
+                return before
+        else:
+            names = [None] * spec.count
         results = await asyncio.gather(
-            *(self._claim_one(spec, workdir) for _ in range(spec.count)), return_exceptions=True
+            *(self._claim_one(spec, workdir, name) for name in names), return_exceptions=True
         )
         claimed = [r for r in results if isinstance(r, Claimed)]
         failures = [r for r in results if isinstance(r, BaseException)]
@@ -117,17 +151,79 @@ class Claimer:
             raise ClaimFailed(ClaimFailure.UNAVAILABLE, f"claim failed: {failure}") from failure
         return claimed
 
-    async def _claim_one(self, spec: ClaimSpec, workdir: str) -> Claimed:
-        if spec.pool:
-            claimed = await self._claim_warm(spec, spec.pool, workdir)
-            if claimed is not None:
-                return claimed
-        return await self._start_cold(spec, workdir)
+    async def _claim_one(self, spec: ClaimSpec, workdir: str, name: str | None) -> Claimed:
+        """One sandbox; `name` (an idempotent claim's) or a random one. A session of that
+        name made meanwhile (a retry racing the first attempt) is returned instead."""
+        try:
+            if spec.pool:
+                claimed = await self._claim_warm(spec, spec.pool, workdir, name)
+                if claimed is not None:
+                    return claimed
+            return await self._start_cold(spec, workdir, name)
+        except ConflictError:
+            if name is None:
+                raise
+            log.info("claim_raced_its_retry", session=f"{spec.namespace}/{name}")
+            return await self._existing(spec, name)
 
-    async def _claim_warm(self, spec: ClaimSpec, pool: str, workdir: str) -> Claimed | None:
+    async def _claimed_before(self, spec: ClaimSpec, names: list[str]) -> list[Claimed] | None:
+        """The sessions an earlier Claim with this id made (None: it made none). UNAVAILABLE
+        when that claim failed and released them, or is still making them."""
+        sessions = SessionClient(self._kube, spec.namespace)
+        bodies: list[dict[str, Any]] = []
+        for name in names:
+            try:
+                bodies.append(await self._kube.get(sessions.path(name)))
+            except NotFoundError:
+                continue
+        if not bodies:
+            return None
+        for body in bodies:
+            self._check_same_claim(spec, body)
+        if len(bodies) < len(names) or any(b["metadata"].get("deletionTimestamp") for b in bodies):
+            raise ClaimFailed(
+                ClaimFailure.UNAVAILABLE,
+                f"the claim {spec.claim_id!r} failed or is still in progress (its sessions are "
+                "being made or released); retry later, or claim with a new claim_id",
+            )
+        return [await self._existing(spec, name) for name in names]
+
+    def _check_same_claim(self, spec: ClaimSpec, body: dict[str, Any]) -> None:
+        """A session of a derived name that is not this caller's claim: a name collision."""
+        annotations = body["metadata"].get("annotations") or {}
+        if (
+            annotations.get(CLAIM_ID_ANNOTATION) != spec.claim_id
+            or annotations.get(CALLER_ANNOTATION) != spec.caller
+        ):
+            raise ClaimFailed(
+                ClaimFailure.UNAVAILABLE,
+                f"SandboxSession {spec.namespace}/{body['metadata']['name']} exists and is not "
+                f"claim {spec.claim_id!r}'s; claim with a new claim_id",
+            )
+
+    async def _existing(self, spec: ClaimSpec, name: str) -> Claimed:
+        """A session this claim id made before, once Ready (as Connect hands it out)."""
+        try:
+            body = await self._kube.get(SessionClient(self._kube, spec.namespace).path(name))
+        except NotFoundError as exc:
+            raise ClaimFailed(
+                ClaimFailure.UNAVAILABLE, f"the claim {spec.claim_id!r}'s session {name} is gone"
+            ) from exc
+        self._check_same_claim(spec, body)
+        timeout = spec.timeout_s if spec.timeout_s > 0 else self._settings.default_timeout_s
+        try:
+            return await self.connect(spec.namespace, name, timeout)
+        except ClaimFailed as exc:
+            if exc.failure is ClaimFailure.NOT_FOUND:
+                raise ClaimFailed(ClaimFailure.UNAVAILABLE, str(exc)) from exc
+            raise
+
+    async def _claim_warm(
+        self, spec: ClaimSpec, pool: str, workdir: str, fixed_name: str | None = None
+    ) -> Claimed | None:
         """A warm pod of `pool` claimed, bound and given its session; None when none is left."""
         started = time.perf_counter()
-        name = session_name(spec.generate_name)
+        name = fixed_name or session_name(spec.generate_name)
         candidates = self.idle.candidates(spec.namespace, pool)
         random.shuffle(candidates)  # replicas starting from one list would all race
         for pod in candidates:
@@ -205,6 +301,7 @@ class Claimer:
                 Annotation.CLAIMED_POD.value: pod,
                 Annotation.CLAIMED_BY.value: self._settings.replica,
                 CALLER_ANNOTATION: spec.caller,
+                **({CLAIM_ID_ANNOTATION: spec.claim_id} if spec.claim_id else {}),
             },
         }
         try:
@@ -234,14 +331,18 @@ class Claimer:
             log.warning("claimed_pod_delete_failed", pod=f"{namespace}/{pod}", error=str(exc))
 
     # --- cold ------------------------------------------------------------------------------
-    async def _start_cold(self, spec: ClaimSpec, workdir: str) -> Claimed:
+    async def _start_cold(self, spec: ClaimSpec, workdir: str, name: str | None = None) -> Claimed:
         """A session the operator starts (a template, or a pool without idle pods)."""
         sessions = SessionClient(self._kube, spec.namespace)
         body = self._session_body(spec, pool=spec.pool, template=spec.template)
+        if name is not None:
+            body["metadata"].pop("generateName", None)
+            body["metadata"]["name"] = name
         body["metadata"]["finalizers"] = [FINALIZER]
         body["metadata"]["annotations"] = {
             Annotation.CLAIMED_BY.value: self._settings.replica,
             CALLER_ANNOTATION: spec.caller,
+            **({CLAIM_ID_ANNOTATION: spec.claim_id} if spec.claim_id else {}),
         }
         try:
             created = await sessions.create(body)
