@@ -24,7 +24,7 @@ from typing import Any
 from sandfleet.agent.config import Task
 from sandfleet.agent.sandbox_access import output_files, read_answer, upload_task_files
 from sandfleet.client import CommandResult
-from sandfleet.errors import SandboxLostError, ToolError
+from sandfleet.errors import SandboxLostError, SandfleetError, ToolError
 from sandfleet.logs import get_logger
 from sandfleet.rl.episode import (
     EnvConfig,
@@ -58,7 +58,7 @@ log = get_logger(__name__)
 _BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0)
 
 
-class EpisodeNotStartedError(RuntimeError):
+class EpisodeNotStartedError(SandfleetError, RuntimeError):
     """step() before reset(), or after the episode ended."""
 
 
