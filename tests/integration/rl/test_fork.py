@@ -11,6 +11,7 @@ from sandfleet import Sandbox
 from sandfleet.client import RuntimeClient
 from sandfleet.errors import SandboxLostError, SandfleetError
 from sandfleet.sandbox_core import SandboxCore
+from sandfleet.sync import SyncSandbox
 
 pytestmark = pytest.mark.integration
 
@@ -107,3 +108,20 @@ async def test_fork_needs_a_sandbox_opened_from_a_backend_and_a_positive_count()
             await connected.fork(2)
         with pytest.raises(ValueError, match="at least 1"):
             await local.fork(0)
+
+
+def test_the_blocking_sandbox_resets_and_forks_too() -> None:
+    with SyncSandbox.local() as sandbox:
+        sandbox.run("echo base > b.txt; sleep 600 >/dev/null 2>&1 &")
+        forks = sandbox.fork(2)
+        try:
+            forks[0].run("echo one > b.txt")
+            assert [f.run("cat b.txt").stdout for f in forks] == ["one\n", "base\n"]
+            forks[0].reset()
+            assert forks[0].run("cat b.txt").stdout == "base\n"
+        finally:
+            for fork in forks:
+                fork.close()
+        report = sandbox.reset()
+        assert report.killed_processes >= 1
+        assert sandbox.run("ls").stdout == "input\noutput\n"
