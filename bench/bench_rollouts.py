@@ -3,6 +3,7 @@ large working tree. Real sandboxes (local runtime agents, or claimed through a g
 
     .venv/bin/python -m bench.bench_rollouts [--rollouts 40] [--concurrency 4] [--json out.json]
     .venv/bin/python -m bench.bench_rollouts --gateway HOST:PORT --token T --namespace NS --pool P
+    .venv/bin/python -m bench.bench_rollouts --cluster  # test cluster: bench/rollouts_cluster.py
 
 A rollout is 5 scripted turns through SandboxEnv (the policy is a fixed list of tool calls,
 so the numbers are the sandbox side alone, no model): write a file, run a small Python
@@ -23,6 +24,7 @@ import argparse
 import asyncio
 import json
 import os
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -188,6 +190,20 @@ def _gateway_opener(args: argparse.Namespace) -> Opener:
 
 
 async def _bench(args: argparse.Namespace) -> dict[str, Any]:
+    if args.cluster:
+        from bench.rollouts_cluster import cluster_gateway
+
+        with tempfile.TemporaryDirectory(prefix="sandfleet-bench-rollouts-") as tmp:
+            # Every claim-per-rollout takes a warm pod; the pool refills meanwhile.
+            async with cluster_gateway(args.concurrency * 3, Path(tmp)) as gateway:
+                args.gateway, args.token = gateway.address, gateway.token
+                args.namespace, args.pool = gateway.namespace, gateway.pool
+                args.fork_mb = 0  # forks through the gateway: see the local round
+                return await _run_modes(args)
+    return await _run_modes(args)
+
+
+async def _run_modes(args: argparse.Namespace) -> dict[str, Any]:
     opener = _gateway_opener(args) if args.gateway else _local_opener(LocalSandboxConfig())
     results: dict[str, Any] = {"backend": "gateway" if args.gateway else "local"}
     modes: list[tuple[str, Callable[[], Awaitable[dict[str, Any]]]]] = [
@@ -214,6 +230,9 @@ def main() -> None:
     parser.add_argument("--token", help="the caller's Kubernetes token (with --gateway)")
     parser.add_argument("--namespace")
     parser.add_argument("--pool")
+    parser.add_argument(
+        "--cluster", action="store_true", help="through a gateway on the test cluster (set up here)"
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     results = asyncio.run(_bench(args))
