@@ -10,6 +10,7 @@ import asyncio
 import json
 
 import pytest
+import structlog
 
 from sandfleet.agent import Task
 from sandfleet.gateway_client import GatewayClient
@@ -117,10 +118,13 @@ async def test_a_claim_repeated_with_its_claim_id_returns_the_same_sessions(
             (s.name, s.token, s.pod) for s in first
         ]
         # A retry racing the first attempt: both answers name the one session made.
-        raced = await asyncio.gather(
-            client.claim(namespace, pool="idem", claim_id="race-1"),
-            client.claim(namespace, pool="idem", claim_id="race-1"),
-        )
+        with structlog.testing.capture_logs() as logs:
+            raced = await asyncio.gather(
+                client.claim(namespace, pool="idem", claim_id="race-1"),
+                client.claim(namespace, pool="idem", claim_id="race-1"),
+            )
+        # Both passed the "made before?" check; one lost the create to AlreadyExists.
+        assert [e["event"] for e in logs].count("claim_raced_its_retry") == 1, logs
         assert raced[0][0].name == raced[1][0].name and raced[0][0].token == raced[1][0].token
         sessions = await kube.checked("GET", SESSIONS.format(ns=namespace))
         assert len(sessions["items"]) == 3  # 2 + 1: no retry claimed a sandbox of its own
