@@ -5,12 +5,15 @@ tier (tests/cluster/gateway/test_rl_envs.py) runs the same against real pods."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 
 import pytest
 
 from sandfleet.agent import Task
+from sandfleet.client import RuntimeClient
+from sandfleet.errors import SandfleetError
 from sandfleet.local import LocalRuntime, LocalSandboxConfig, launch_local_runtime
 from sandfleet.rl import Observation, SandboxEnvBatch
 from sandfleet.sandbox import ClusterSandbox, Sandbox
@@ -89,3 +92,28 @@ async def test_an_idempotent_claim_sends_its_claim_id(gateway: ClientGateway) ->
     await sandboxes[0].close()
     (claim,) = [request for method, request, _ in gateway.calls if method == "Claim"]
     assert claim.claim_id == "batch-1"
+
+
+async def test_a_command_whose_client_went_away_is_collected_through_the_gateway(
+    gateway: ClientGateway,
+) -> None:
+    options = {"gateway": gateway.address, "token": CALLER_TOKEN}
+    (sandbox,) = await Sandbox.on_cluster_many(1, NAMESPACE, pool="py", **options)
+    async with sandbox:
+        first = RuntimeClient(
+            gateway.address, sandbox.session.token, session=sandbox.session.session
+        )  # type: ignore[union-attr]
+        call = asyncio.ensure_future(
+            first.run_detached("sleep 1; echo late; exit 5", command_id="gw-7.t1")
+        )
+        for _ in range(500):
+            if (await sandbox.stats()).running_commands == 1:
+                break
+            await asyncio.sleep(0.01)
+        await first.close()  # the trainer's connection is gone mid-command
+        with pytest.raises((asyncio.CancelledError, SandfleetError)):
+            await call
+        result = await sandbox.client.attach_command("gw-7.t1", timeout_s=10)
+    assert (result.exit_code, result.stdout) == (5, "late\n")
+    attached = [m for m, _ in gateway.proxied if m.endswith("/AttachCommand")]
+    assert len(attached) == 1  # it went through the gateway's proxy
