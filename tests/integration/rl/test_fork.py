@@ -8,8 +8,10 @@ import tarfile
 import pytest
 
 from sandfleet import Sandbox
+from sandfleet.backend import OpenedSandbox
 from sandfleet.client import RuntimeClient
-from sandfleet.errors import SandboxLostError, SandfleetError
+from sandfleet.errors import SandboxLostError, SandboxStartError, SandfleetError
+from sandfleet.local import LocalBackend, LocalRuntime, LocalSandboxConfig
 from sandfleet.sandbox_core import SandboxCore
 from sandfleet.sync import SyncSandbox
 
@@ -125,3 +127,41 @@ def test_the_blocking_sandbox_resets_and_forks_too() -> None:
         report = sandbox.reset()
         assert report.killed_processes >= 1
         assert sandbox.run("ls").stdout == "input\noutput\n"
+
+
+class _FailingThirdOpen:
+    """A real LocalBackend whose third open fails (a claim refused, a start that failed)."""
+
+    def __init__(self) -> None:
+        self.inner = LocalBackend(LocalSandboxConfig())
+        self.opened: list[OpenedSandbox[LocalRuntime]] = []
+        self.calls = 0
+
+    async def open(self) -> OpenedSandbox[LocalRuntime]:
+        self.calls += 1
+        if self.calls == 3:
+            raise SandboxStartError("the third sandbox could not start")
+        opened = await self.inner.open()
+        self.opened.append(opened)
+        return opened
+
+
+async def test_a_fork_that_cannot_open_every_sandbox_closes_the_ones_it_opened() -> None:
+    backend = _FailingThirdOpen()
+    parent = await Sandbox.open(backend)
+    try:
+        with pytest.raises(SandboxStartError, match="third"):
+            await parent.fork(2)  # opens #2 and #3: #3 fails
+        assert backend.calls == 3
+        forked = backend.opened[1].details
+        assert forked.sandbox_id != backend.opened[0].details.sandbox_id
+        # The fork that did open was closed again: its agent no longer answers.
+        fresh = RuntimeClient(forked.address, forked.token)
+        try:
+            with pytest.raises(SandboxLostError):
+                await fresh.stats()
+        finally:
+            await fresh.close()
+        assert (await parent.bash("echo alive")).stdout == "alive\n"
+    finally:
+        await parent.close()
