@@ -13,17 +13,19 @@ import pytest
 import structlog
 
 from sandfleet.agent import Task
+from sandfleet.gateway.claims import claim_session_names
 from sandfleet.gateway_client import GatewayClient
 from sandfleet.rl import EnvConfig, Observation, SandboxEnvBatch
-from sandfleet.sandbox import ClusterSandbox
+from sandfleet.sandbox import ClusterSandbox, Sandbox
 from sandfleet.sandbox_core import SandboxCore
 from sandfleet.tool_calls import ToolCall
 from tests.cluster.gateway import test_front_door as front_door
-from tests.cluster.gateway.test_claims import create_pool, pool_pods
+from tests.cluster.gateway.conftest import MakeClaimer
+from tests.cluster.gateway.test_claims import create_pool, pool_pods, spec, until_warm
 from tests.cluster.gateway.test_front_door import StartGateway, until_claimable, wait_gone
 from tests.cluster.gateway_clients import tenant_token
 from tests.cluster.kube_api import KubeApi
-from tests.cluster.operator_harness import POOLS, SESSIONS, wait_no_leftovers
+from tests.cluster.operator_harness import POOLS, SESSIONS, OperatorProcess, wait_no_leftovers
 
 pytestmark = pytest.mark.cluster
 
@@ -35,7 +37,7 @@ def bash(command: str) -> ToolCall:
     return ToolCall("c", "execute_bash", json.dumps({"command": command}))
 
 
-async def test_a_batch_of_environments_reuses_its_sandboxes_and_forks_through_the_gateway(
+async def test_a_batch_of_environments_reuses_its_sandboxes_through_the_gateway(
     kube: KubeApi, namespace: str, start_gateway: StartGateway
 ) -> None:
     await create_pool(kube, namespace, "rl", 3)
@@ -86,11 +88,27 @@ async def test_a_batch_of_environments_reuses_its_sandboxes_and_forks_through_th
             assert rewards == [1.0, 0.0]  # task 0 sums to 6, task 1 to 7
         assert [env.sandbox.name for env in batch.envs] == names  # type: ignore[attr-defined]
 
-        first = batch.envs[0].sandbox
+    for name in names:
+        await wait_gone(kube, f"{SESSIONS.format(ns=namespace)}/{name}")
+    await kube.checked("DELETE", f"{POOLS.format(ns=namespace)}/rl")
+    await wait_no_leftovers(kube, namespace, timeout_s=60)
+
+
+async def test_a_claimed_sandbox_forks_through_the_gateway_and_forks_reset_to_the_fork_point(
+    kube: KubeApi, namespace: str, start_gateway: StartGateway
+) -> None:
+    """Needs a runtime image with RestoreTree working on its Python (Debian's 3.11.2 has no
+    tarfile filters; runtime/sandfleet_runtime/tree_archive.py has its own since this test)."""
+    await create_pool(kube, namespace, "forks", 2)
+    gateway = await start_gateway()
+    token = await tenant_token(kube, namespace)
+    await until_claimable(gateway, namespace, "forks", 2)
+    first = await Sandbox.on_cluster(namespace, pool="forks", gateway=gateway.address, token=token)
+    async with first:
         await first.bash("echo prepared > ready.txt")
         (fork,) = await first.fork(1)
         async with fork:
-            assert isinstance(fork, ClusterSandbox) and fork.name not in names
+            assert isinstance(fork, ClusterSandbox) and fork.name != first.name
             assert (await fork.bash("cat ready.txt")).stdout == "prepared\n"
             await fork.bash("echo changed > ready.txt; echo more > more.txt")
             await fork.reset()
@@ -98,9 +116,7 @@ async def test_a_batch_of_environments_reuses_its_sandboxes_and_forks_through_th
                 "prepared", "input", "output", "ready.txt",
             ]  # fmt: skip
             assert "more.txt" not in (await first.bash("ls")).stdout
-    for name in names:
-        await wait_gone(kube, f"{SESSIONS.format(ns=namespace)}/{name}")
-    await kube.checked("DELETE", f"{POOLS.format(ns=namespace)}/rl")
+    await kube.checked("DELETE", f"{POOLS.format(ns=namespace)}/forks")
     await wait_no_leftovers(kube, namespace, timeout_s=60)
 
 
@@ -123,8 +139,10 @@ async def test_a_claim_repeated_with_its_claim_id_returns_the_same_sessions(
                 client.claim(namespace, pool="idem", claim_id="race-1"),
                 client.claim(namespace, pool="idem", claim_id="race-1"),
             )
-        # Both passed the "made before?" check; one lost the create to AlreadyExists.
-        assert [e["event"] for e in logs].count("claim_raced_its_retry") == 1, logs
+        # One of them found the other's session: made before, or lost the create to it
+        # (which of the two depends on timing; the next test forces the second).
+        events = [e["event"] for e in logs]
+        assert events.count("claim_repeated") + events.count("claim_raced_its_retry") == 1
         assert raced[0][0].name == raced[1][0].name and raced[0][0].token == raced[1][0].token
         sessions = await kube.checked("GET", SESSIONS.format(ns=namespace))
         assert len(sessions["items"]) == 3  # 2 + 1: no retry claimed a sandbox of its own
@@ -136,4 +154,33 @@ async def test_a_claim_repeated_with_its_claim_id_returns_the_same_sessions(
         assert len(await pool_pods(kube, namespace, "claimed")) == 3
         await client.release(namespace, [s.name for s in first] + [raced[0][0].name])
     await kube.checked("DELETE", f"{POOLS.format(ns=namespace)}/idem")
+    await wait_no_leftovers(kube, namespace, timeout_s=60)
+
+
+async def test_a_retry_that_loses_the_create_to_the_first_attempt_returns_its_session(
+    kube: KubeApi, namespace: str, operator: OperatorProcess, make_claimer: MakeClaimer
+) -> None:
+    """The race forced: a retry reaches another replica after its "made before?" look and
+    before the first attempt's create, claims a pod of its own, and the create finds the
+    first attempt's session there (AlreadyExists)."""
+    await create_pool(kube, namespace, "again", 3)
+    first, second = await make_claimer(namespace), await make_claimer(namespace)
+    await until_warm(first, namespace, "again", 3)
+    await until_warm(second, namespace, "again", 3)
+    claim = spec(namespace, "again", claim_id="lost-answer")
+    (made,) = await first.claim(claim)
+    (name,) = claim_session_names(claim)
+    with structlog.testing.capture_logs() as logs:
+        again = await second._claim_one(claim, "/testbed", name)
+    assert "claim_raced_its_retry" in [e["event"] for e in logs]
+    assert (again.name, again.token, again.pod) == (made.name, made.token, made.pod)
+    # The pod the retry had claimed and bound is deleted, never handed out.
+    for _ in range(150):
+        if len(await pool_pods(kube, namespace, "claimed")) == 1:
+            break
+        await asyncio.sleep(0.2)
+    (claimed_pod,) = await pool_pods(kube, namespace, "claimed")
+    assert claimed_pod["metadata"]["name"] == made.pod
+    assert await first.release(namespace, [made.name]) == 1
+    await kube.checked("DELETE", f"{POOLS.format(ns=namespace)}/again")
     await wait_no_leftovers(kube, namespace, timeout_s=60)
