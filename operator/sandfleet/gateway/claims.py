@@ -129,18 +129,12 @@ class Claimer:
             raise ClaimFailed(ClaimFailure.INVALID, "name a pool or a template, not both")
         workdir = await self._workdir(spec)
         if spec.claim_id:
-            names: list[str | None] = list(claim_session_names(spec))
-            before = await self._claimed_before(spec, [n for n in names if n is not None])
-            if before is not None:
-                log.info(
-                    "claim_repeated", claim_id=spec.claim_id, sessions=[c.name for c in before]
-                )
-                return before
+            results = await self._claim_idempotent(spec, workdir)
         else:
-            names = [None] * spec.count
-        results = await asyncio.gather(
-            *(self._claim_one(spec, workdir, name) for name in names), return_exceptions=True
-        )
+            results = await asyncio.gather(
+                *(self._claim_one(spec, workdir, None) for _ in range(spec.count)),
+                return_exceptions=True,
+            )
         claimed = [r for r in results if isinstance(r, Claimed)]
         failures = [r for r in results if isinstance(r, BaseException)]
         if failures:
@@ -166,27 +160,37 @@ class Claimer:
             log.info("claim_raced_its_retry", session=f"{spec.namespace}/{name}")
             return await self._existing(spec, name)
 
-    async def _claimed_before(self, spec: ClaimSpec, names: list[str]) -> list[Claimed] | None:
-        """The sessions an earlier Claim with this id made (None: it made none). UNAVAILABLE
-        when that claim failed and released them, or is still making them."""
+    async def _claim_idempotent(
+        self, spec: ClaimSpec, workdir: str
+    ) -> list[Claimed | BaseException]:
+        """Each of the claim id's sessions: the one an earlier Claim with the id made (a lost
+        answer, an attempt still running or cut short), else a new one under that name.
+        UNAVAILABLE when an earlier attempt failed and its sessions are being released."""
+        names = claim_session_names(spec)
         sessions = SessionClient(self._kube, spec.namespace)
-        bodies: list[dict[str, Any]] = []
+        made: set[str] = set()
         for name in names:
             try:
-                bodies.append(await self._kube.get(sessions.path(name)))
+                body = await self._kube.get(sessions.path(name))
             except NotFoundError:
                 continue
-        if not bodies:
-            return None
-        for body in bodies:
             self._check_same_claim(spec, body)
-        if len(bodies) < len(names) or any(b["metadata"].get("deletionTimestamp") for b in bodies):
-            raise ClaimFailed(
-                ClaimFailure.UNAVAILABLE,
-                f"the claim {spec.claim_id!r} failed or is still in progress (its sessions are "
-                "being made or released); retry later, or claim with a new claim_id",
-            )
-        return [await self._existing(spec, name) for name in names]
+            if body["metadata"].get("deletionTimestamp"):
+                raise ClaimFailed(
+                    ClaimFailure.UNAVAILABLE,
+                    f"the claim {spec.claim_id!r} failed earlier and its sessions are being "
+                    "released; claim with a new claim_id",
+                )
+            made.add(name)
+        if made:
+            log.info("claim_repeated", claim_id=spec.claim_id, found=len(made), of=len(names))
+        return await asyncio.gather(
+            *(
+                self._existing(spec, name) if name in made else self._claim_one(spec, workdir, name)
+                for name in names
+            ),
+            return_exceptions=True,
+        )
 
     def _check_same_claim(self, spec: ClaimSpec, body: dict[str, Any]) -> None:
         """A session of a derived name that is not this caller's claim: a name collision."""

@@ -123,10 +123,10 @@ async def test_a_claimed_sandbox_forks_through_the_gateway_and_forks_reset_to_th
 async def test_a_claim_repeated_with_its_claim_id_returns_the_same_sessions(
     kube: KubeApi, namespace: str, start_gateway: StartGateway
 ) -> None:
-    await create_pool(kube, namespace, "idem", 4)
+    await create_pool(kube, namespace, "idem", 6)
     gateway = await start_gateway()
     token = await tenant_token(kube, namespace)
-    await until_claimable(gateway, namespace, "idem", 4)
+    await until_claimable(gateway, namespace, "idem", 6)
     async with GatewayClient(gateway.address, token) as client:
         first = await client.claim(namespace, pool="idem", count=2, claim_id="batch-1")
         again = await client.claim(namespace, pool="idem", count=2, claim_id="batch-1")
@@ -146,6 +146,13 @@ async def test_a_claim_repeated_with_its_claim_id_returns_the_same_sessions(
         assert raced[0][0].name == raced[1][0].name and raced[0][0].token == raced[1][0].token
         sessions = await kube.checked("GET", SESSIONS.format(ns=namespace))
         assert len(sessions["items"]) == 3  # 2 + 1: no retry claimed a sandbox of its own
+        # An attempt cut short after its first sandbox (a count=1 claim stands in for it):
+        # the retry keeps that one and claims the rest.
+        (partial,) = await client.claim(namespace, pool="idem", claim_id="cut-1")
+        whole = await client.claim(namespace, pool="idem", count=2, claim_id="cut-1")
+        assert whole[0].name == partial.name and whole[0].token == partial.token
+        assert whole[1].name != partial.name
+        await client.release(namespace, [s.name for s in whole])
         # The pod the losing racer had patched is not handed out: one claimed pod per session.
         for _ in range(100):
             if len(await pool_pods(kube, namespace, "claimed")) == 3:

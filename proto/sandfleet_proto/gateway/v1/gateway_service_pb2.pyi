@@ -128,10 +128,11 @@ class ClaimRequest(_message.Message):
     claim, 1-63 characters of [A-Za-z0-9._-]: the sessions' names derive from it (with the
     caller's identity, the namespace and each sandbox's index), so a Claim retried with the
     same id after a lost answer returns the sessions the first one made instead of claiming
-    new ones, and a retry racing the first attempt gets ALREADY EXISTS from the API server
-    and answers with the existing sessions too. A retry after the first attempt failed (its
-    sessions were released) is UNAVAILABLE: choose a new id. The id never crosses callers:
-    another identity with the same id gets other sessions.
+    new ones; of an attempt cut short, it keeps the sessions made and claims the rest; a
+    retry racing the first attempt gets ALREADY EXISTS from the API server and answers with
+    the existing sessions too. While a failed attempt's sessions are being released, a retry
+    is UNAVAILABLE: choose a new id. The id never crosses callers: another identity with the
+    same id gets other sessions.
     """
     @_builtins.property
     def env(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
