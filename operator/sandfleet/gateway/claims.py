@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
-import hashlib
 import posixpath
 import random
 import secrets
@@ -34,6 +33,12 @@ from sandfleet.cluster.manifests import ManifestError, raw_session_spec, session
 from sandfleet.cluster.sessions import SessionClient, SessionGoneError, SessionWaitTimeoutError
 from sandfleet.cluster.status import SessionState
 from sandfleet.errors import SandfleetError
+from sandfleet.gateway.claim_ids import (
+    CALLER_ANNOTATION,
+    CLAIM_ID_ANNOTATION,
+    check_same_claim,
+    claim_session_names,
+)
 from sandfleet.gateway.claim_types import Claimed, ClaimFailed, ClaimFailure, ClaimSpec
 from sandfleet.gateway.idle_pods import IdlePods, runtime_address
 from sandfleet.kube import (
@@ -50,13 +55,7 @@ from sandfleet.operator.resources import gateway_claim_patch
 
 log = get_logger(__name__)
 
-CALLER_ANNOTATION = "sandfleet.dev/claimed-for"
-"""The Kubernetes user a gateway session was claimed for (usernames do not fit labels)."""
-CLAIM_ID_ANNOTATION = "sandfleet.dev/claim-id"
-"""The caller's idempotency key of the claim that made a session (ClaimSpec.claim_id)."""
 _SUFFIX_CHARS = string.ascii_lowercase + string.digits
-_MAX_NAME = 63
-_MAX_DERIVED_SUFFIX = 10
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -78,25 +77,6 @@ class ClaimSettings:
 def session_name(generate_name: str) -> str:
     """A new session name: the prefix and five random characters (as the API server would)."""
     return f"{generate_name or 'sbx-'}{''.join(secrets.choice(_SUFFIX_CHARS) for _ in range(5))}"
-
-
-def claim_session_names(spec: ClaimSpec) -> list[str]:
-    """The names of an idempotent claim's sessions: the prefix and a suffix derived from
-    (namespace, caller, claim id, index), as long as the name limit allows (5 to 10
-    characters). Deterministic, so a retried claim finds what the first one made; the caller
-    is part of it, so the same id of another identity names other sessions."""
-    prefix = spec.generate_name or "sbx-"
-    length = max(5, min(_MAX_DERIVED_SUFFIX, _MAX_NAME - len(prefix)))
-    names = []
-    for index in range(spec.count):
-        seed = "\0".join((spec.namespace, spec.caller, spec.claim_id, str(index))).encode()
-        number = int.from_bytes(hashlib.sha256(seed).digest()[:16], "big")
-        suffix = ""
-        for _ in range(length):
-            number, digit = divmod(number, len(_SUFFIX_CHARS))
-            suffix += _SUFFIX_CHARS[digit]
-        names.append(prefix + suffix)
-    return names
 
 
 def sandbox_path(path: str, workdir: str) -> str:
@@ -174,7 +154,7 @@ class Claimer:
                 body = await self._kube.get(sessions.path(name))
             except NotFoundError:
                 continue
-            self._check_same_claim(spec, body)
+            check_same_claim(spec, body)
             if body["metadata"].get("deletionTimestamp"):
                 raise ClaimFailed(
                     ClaimFailure.UNAVAILABLE,
@@ -192,19 +172,6 @@ class Claimer:
             return_exceptions=True,
         )
 
-    def _check_same_claim(self, spec: ClaimSpec, body: dict[str, Any]) -> None:
-        """A session of a derived name that is not this caller's claim: a name collision."""
-        annotations = body["metadata"].get("annotations") or {}
-        if (
-            annotations.get(CLAIM_ID_ANNOTATION) != spec.claim_id
-            or annotations.get(CALLER_ANNOTATION) != spec.caller
-        ):
-            raise ClaimFailed(
-                ClaimFailure.UNAVAILABLE,
-                f"SandboxSession {spec.namespace}/{body['metadata']['name']} exists and is not "
-                f"claim {spec.claim_id!r}'s; claim with a new claim_id",
-            )
-
     async def _existing(self, spec: ClaimSpec, name: str) -> Claimed:
         """A session this claim id made before, once Ready (as Connect hands it out)."""
         try:
@@ -213,7 +180,7 @@ class Claimer:
             raise ClaimFailed(
                 ClaimFailure.UNAVAILABLE, f"the claim {spec.claim_id!r}'s session {name} is gone"
             ) from exc
-        self._check_same_claim(spec, body)
+        check_same_claim(spec, body)
         timeout = spec.timeout_s if spec.timeout_s > 0 else self._settings.default_timeout_s
         try:
             return await self.connect(spec.namespace, name, timeout)

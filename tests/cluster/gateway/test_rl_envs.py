@@ -13,7 +13,7 @@ import pytest
 import structlog
 
 from sandfleet.agent import Task
-from sandfleet.gateway.claims import claim_session_names
+from sandfleet.gateway.claim_ids import claim_session_names
 from sandfleet.gateway_client import GatewayClient
 from sandfleet.rl import EnvConfig, Observation, SandboxEnvBatch
 from sandfleet.sandbox import ClusterSandbox, Sandbox
