@@ -115,12 +115,16 @@ class GatewayClient:
         generate_name: str = "",
         egress: EgressMode | str | None = None,
         timeout_s: float = 0,
+        claim_id: str | None = None,
     ) -> list[GatewaySandboxInfo]:
         """`count` Ready sandboxes in `namespace`, all or none: warm from `pool` while it
         has idle ones, cold from `template` (or the operator's default image) otherwise.
 
         `files` maps sandbox paths (absolute, or relative to the working directory) to their
-        content; `timeout_s` bounds cold starts (0: the gateway's default).
+        content; `timeout_s` bounds cold starts (0: the gateway's default). `claim_id` makes
+        the claim idempotent: calling again with the same id (after a lost answer, a
+        timeout) returns the same sessions instead of claiming new ones (the proto's
+        ClaimRequest.claim_id says how).
         """
         request = gateway_pb.ClaimRequest(
             namespace=namespace,
@@ -138,6 +142,7 @@ class GatewayClient:
             generate_name=generate_name,
             egress=_egress(egress),
             timeout_seconds=timeout_s,
+            claim_id=claim_id or "",
         )
         deadline = (timeout_s or _DEFAULT_CLAIM_WAIT_S) + _DEADLINE_MARGIN_S
         response = await self._call(

@@ -6,17 +6,20 @@ it. The backends load on first use, so `import sandfleet.sandbox` stays cheap.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+import dataclasses
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from sandfleet.backend import OpenedSandbox, SandboxBackend, SandboxPaths
 from sandfleet.client import RuntimeClient
-from sandfleet.sandbox_core import SandboxCore
+from sandfleet.sandbox_core import SandboxCore, SandboxOpener, close_all
 
 if TYPE_CHECKING:
     from sandfleet.api import EgressMode, LifecycleSpec, PodTemplate
+    from sandfleet.cluster.gateway_backend import GatewayBackend
     from sandfleet.cluster.status import SessionState
     from sandfleet.gateway_client import GatewaySandboxInfo
     from sandfleet.kube import KubeClient
@@ -50,14 +53,25 @@ class Sandbox(SandboxCore):
         tool_timeout_s: float = 0,
         max_output_chars: int = 0,
     ) -> Self:
-        """A sandbox from any backend; closing it gives the sandbox back to that backend."""
+        """A sandbox from any backend; closing it gives the sandbox back to that backend
+        (and `fork` opens its forks from the same backend)."""
         opened = await backend.open()
+
+        async def open_more(count: int) -> list[Self]:
+            results = await asyncio.gather(
+                *(cls.open(backend, tool_timeout_s=tool_timeout_s,
+                           max_output_chars=max_output_chars) for _ in range(count)),
+                return_exceptions=True,
+            )  # fmt: skip
+            return await _all_or_none(results)
+
         return cls(
             opened.client,
             paths=opened.paths,
             on_close=opened.close,
             tool_timeout_s=tool_timeout_s,
             max_output_chars=max_output_chars,
+            opener=open_more,
         )
 
     @classmethod
@@ -105,6 +119,7 @@ class Sandbox(SandboxCore):
         pod: PodTemplate | None = None,
         kube: KubeClient | None = None,
         address: str | None = None,
+        claim_id: str | None = None,
     ) -> ClusterSandbox:
         """A sandbox on Kubernetes, Ready and connected, claimed through the sandfleet gateway.
 
@@ -147,7 +162,7 @@ class Sandbox(SandboxCore):
             lifecycle=lifecycle, egress=egress, generate_name=generate_name, gateway=gateway,
             token=token, kubeconfig=kubeconfig, context=context,
             ready_timeout_s=ready_timeout_s, paths=paths, tool_timeout_s=tool_timeout_s,
-            max_output_chars=max_output_chars,
+            max_output_chars=max_output_chars, claim_id=claim_id,
         )  # fmt: skip
         return sandbox
 
@@ -171,23 +186,25 @@ class Sandbox(SandboxCore):
         paths: SandboxPaths | None = None,
         tool_timeout_s: float = 0,
         max_output_chars: int = 0,
+        claim_id: str | None = None,
     ) -> list[ClusterSandbox]:
         """`count` sandboxes from one gateway Claim (all or none), e.g. an RL batch; the
-        arguments are on_cluster's, and each sandbox's close releases its own session."""
+        arguments are on_cluster's, and each sandbox's close releases its own session.
+        `claim_id` makes the claim idempotent: repeating it with the same id (after a lost
+        answer or a timeout) returns the same sessions instead of claiming more. Forks of
+        these sandboxes come from new claims of the same request (without the id)."""
         from sandfleet.cluster.gateway_backend import GatewayBackend, GatewaySandboxRequest
 
         request = GatewaySandboxRequest(
             namespace, pool=pool, template=template, env=env, files=files, lifecycle=lifecycle,
             egress=egress, generate_name=generate_name, timeout_s=ready_timeout_s,
             gateway=gateway, token=token, kubeconfig=kubeconfig, context=context, paths=paths,
+            claim_id=claim_id,
         )  # fmt: skip
-        opened = await GatewayBackend(request).open_many(count)
-        return [
-            ClusterSandbox.from_opened(
-                each, tool_timeout_s=tool_timeout_s, max_output_chars=max_output_chars
-            )
-            for each in opened
-        ]
+        return await _claim(
+            GatewayBackend(request), count, tool_timeout_s=tool_timeout_s,
+            max_output_chars=max_output_chars,
+        )  # fmt: skip
 
     @staticmethod
     async def connect_session(
@@ -237,6 +254,7 @@ class ClusterSandbox(Sandbox):
         *,
         tool_timeout_s: float = 0,
         max_output_chars: int = 0,
+        opener: SandboxOpener | None = None,
     ) -> ClusterSandbox:
         return cls(
             opened.client,
@@ -245,6 +263,7 @@ class ClusterSandbox(Sandbox):
             on_close=opened.close,
             tool_timeout_s=tool_timeout_s,
             max_output_chars=max_output_chars,
+            opener=opener,
         )
 
     @property
@@ -254,3 +273,39 @@ class ClusterSandbox(Sandbox):
     @property
     def namespace(self) -> str:
         return self.session.namespace
+
+
+async def _claim(
+    backend: GatewayBackend, count: int, *, tool_timeout_s: float, max_output_chars: int
+) -> list[ClusterSandbox]:
+    """`count` sandboxes from one gateway claim; their forks come from further claims of the
+    same request (pool or template, namespace, gateway and caller: never another tenant)."""
+
+    async def open_more(more: int) -> list[ClusterSandbox]:
+        # A new claim: the first one's id would hand back the first one's sessions.
+        request = dataclasses.replace(backend.request, claim_id=None)
+        return await _claim(
+            dataclasses.replace(backend, request=request), more,
+            tool_timeout_s=tool_timeout_s, max_output_chars=max_output_chars,
+        )  # fmt: skip
+
+    opened = await backend.open_many(count)
+    return [
+        ClusterSandbox.from_opened(
+            each,
+            tool_timeout_s=tool_timeout_s,
+            max_output_chars=max_output_chars,
+            opener=open_more,
+        )
+        for each in opened
+    ]
+
+
+async def _all_or_none(results: Sequence[SandboxCore | BaseException]) -> list[Any]:
+    """The sandboxes, or (after closing the ones that opened) the first failure."""
+    opened = [r for r in results if not isinstance(r, BaseException)]
+    failures = [r for r in results if isinstance(r, BaseException)]
+    if failures:
+        await asyncio.shield(close_all(opened))
+        raise failures[0]
+    return opened

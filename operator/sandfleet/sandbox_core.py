@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, cast
 
 from sandfleet.backend import SandboxPaths
-from sandfleet.client import CommandResult, FileEntry, RuntimeClient, SandboxStats, UploadResult
+from sandfleet.client import (
+    CommandResult,
+    FileEntry,
+    ResetResult,
+    RuntimeClient,
+    SandboxStats,
+    UploadResult,
+)
 from sandfleet.copy_back import CopyLimits, CopyReport, copy_tree
+from sandfleet.errors import SandfleetError
+from sandfleet.logs import get_logger
 from sandfleet.tool_calls import (
     SUBMITTED_OBSERVATION,
     EditorRequest,
@@ -19,6 +29,13 @@ from sandfleet.tool_calls import (
     parse_tool_call,
     run_editor_request,
 )
+from sandfleet.tree_snapshot import TreeSnapshot
+
+log = get_logger(__name__)
+
+SandboxOpener = Callable[[int], Awaitable[Sequence[Any]]]
+"""Opens n more sandboxes like this one (same backend, pool, template, namespace and
+caller); all or none. What `fork` uses; set by the ways of opening a Sandbox."""
 
 
 class SandboxCore:
@@ -38,6 +55,7 @@ class SandboxCore:
         tool_timeout_s: float = 0,
         max_output_chars: int = 0,
         on_close: Callable[[], Awaitable[None]] | None = None,
+        opener: SandboxOpener | None = None,
     ) -> None:
         self.client = client
         self.paths = paths or SandboxPaths()
@@ -45,6 +63,7 @@ class SandboxCore:
         """Timeout for `execute_bash` calls; 0 = the runtime's default (120 s)."""
         self.max_output_chars = max_output_chars
         self._on_close = on_close
+        self._opener = opener
         self._closed = False
 
     async def __aenter__(self) -> Self:
@@ -132,3 +151,69 @@ class SandboxCore:
 
     async def stats(self) -> SandboxStats:
         return await self.client.stats()
+
+    # --- rollouts (RL): reset, snapshot, restore, fork --------------------------------------
+    async def reset(self) -> ResetResult:
+        """Back to the pristine state for the next rollout, in milliseconds: every process
+        killed, bash sessions closed, the working tree as the image shipped it (or as the
+        last `restore(..., as_baseline=True)` / fork left it), the environment back to the
+        binding. The binding stays: the same session, token and tenant, so reusing a
+        sandbox through reset never hands it to another caller. ToolError
+        (FAILED_PRECONDITION) when the runtime keeps no baseline (a tree over its bound)."""
+        return await self.client.reset()
+
+    async def snapshot(self) -> TreeSnapshot:
+        """The working tree as it is now, as a tar archive in a private temporary file
+        (see TreeSnapshot); close the snapshot when done with it."""
+        directory = await asyncio.to_thread(TreeSnapshot.new_directory)
+        snapshot = TreeSnapshot(directory, 0)
+        try:
+            snapshot.size = await self.client.snapshot_to(snapshot.path)
+        except BaseException:
+            snapshot.close()
+            raise
+        return snapshot
+
+    async def restore(self, snapshot: TreeSnapshot, *, as_baseline: bool = False) -> int:
+        """Replace the working tree with `snapshot`'s; returns the entries unpacked.
+        `as_baseline`: later resets return to this tree. An unsafe archive raises ToolError
+        and changes nothing."""
+        if snapshot.closed:
+            raise ValueError("the snapshot is closed")
+        entries, _ = await self.client.restore(snapshot.path, as_baseline=as_baseline)
+        return entries
+
+    async def fork(self, count: int, *, as_baseline: bool = True) -> list[Self]:
+        """`count` new, independent sandboxes holding this one's working tree as it is now
+        ("prepare once, fork N"), opened the way this one was (a local backend's config; a
+        gateway claim of the same pool or template in the same namespace, as the same
+        caller). With `as_baseline` (the default) their `reset()` returns to the fork
+        point. Processes and shell state are not copied: each fork starts fresh shells.
+        All or none: when one cannot be opened or restored, the others are closed. Close
+        each fork when done; this sandbox is unchanged."""
+        if count < 1:
+            raise ValueError(f"count must be at least 1, not {count}")
+        if self._opener is None:
+            raise SandfleetError(
+                "this sandbox cannot fork: it was not opened from a backend (Sandbox.connect); "
+                "open it with Sandbox.local, Sandbox.open or Sandbox.on_cluster"
+            )
+        with await self.snapshot() as snapshot:
+            forks = cast(list[Self], list(await self._opener(count)))
+            try:
+                await asyncio.gather(
+                    *(fork.restore(snapshot, as_baseline=as_baseline) for fork in forks)
+                )
+            except BaseException:
+                await asyncio.shield(close_all(forks))
+                raise
+        log.info("sandbox_forked", count=count, archive_bytes=snapshot.size)
+        return forks
+
+
+async def close_all(sandboxes: Sequence[SandboxCore]) -> None:
+    """Close every sandbox, each failure logged rather than stopping the others."""
+    results = await asyncio.gather(*(s.close() for s in sandboxes), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            log.warning("sandbox_close_failed", error=repr(result))

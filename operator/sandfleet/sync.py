@@ -20,11 +20,12 @@ from typing import Any, ParamSpec, Self, TypeVar
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from sandfleet.client import CommandResult, FileEntry, SandboxStats, UploadResult
+from sandfleet.client import CommandResult, FileEntry, ResetResult, SandboxStats, UploadResult
 from sandfleet.copy_back import CopyLimits, CopyReport
 from sandfleet.local import LocalBackend, LocalSandboxConfig
 from sandfleet.sandbox import Sandbox
 from sandfleet.sandbox_core import SandboxCore
+from sandfleet.tree_snapshot import TreeSnapshot
 
 __all__ = ["SyncSandbox"]
 
@@ -49,6 +50,11 @@ class _Portal:
     def set_users(self, users: int) -> None:
         with self._lock:
             self._users = users
+
+    def join(self, users: int) -> None:
+        """`users` more sandboxes live on this loop (forks)."""
+        with self._lock:
+            self._users += users
 
     def leave(self) -> None:
         with self._lock:
@@ -182,3 +188,22 @@ class SyncSandbox:
 
     def stats(self) -> SandboxStats:
         return self._portal.call(self.sandbox.stats)
+
+    # --- rollouts ---------------------------------------------------------------------------
+    def reset(self) -> ResetResult:
+        """Back to the pristine state for the next rollout (Sandbox.reset)."""
+        return self._portal.call(self.sandbox.reset)
+
+    def snapshot(self) -> TreeSnapshot:
+        """The working tree as a tar archive in a temporary file (Sandbox.snapshot)."""
+        return self._portal.call(self.sandbox.snapshot)
+
+    def restore(self, snapshot: TreeSnapshot, *, as_baseline: bool = False) -> int:
+        return self._portal.call(self.sandbox.restore, snapshot, as_baseline=as_baseline)
+
+    def fork(self, count: int, *, as_baseline: bool = True) -> list[SyncSandbox]:
+        """`count` independent sandboxes from this one's tree (Sandbox.fork), on this
+        sandbox's event loop; close each."""
+        forks = self._portal.call(self.sandbox.fork, count, as_baseline=as_baseline)
+        self._portal.join(len(forks))
+        return [SyncSandbox(fork, self._portal) for fork in forks]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import dataclasses
 import os
 import queue
@@ -150,6 +151,15 @@ class RestoredTree:
     bytes: int
 
 
+_STDLIB_DATA_FILTER = getattr(tarfile, "data_filter", None)
+"""tarfile's `data` filter (Python 3.12, and 3.11.4+); older builds (Debian's 3.11.2, which
+runtime images run) have none, and `_data_filter_fallback` does its job."""
+
+
+class _UnsafeMemberError(Exception):
+    """The fallback filter's refusal (tarfile.FilterError where the stdlib has filters)."""
+
+
 def _refuse_unsafe(member: tarfile.TarInfo, destination: str) -> tarfile.TarInfo | None:
     """tarfile's `data` filter, preceded by the refusals it would turn into rewrites."""
     name = member.name
@@ -157,21 +167,68 @@ def _refuse_unsafe(member: tarfile.TarInfo, destination: str) -> tarfile.TarInfo
         raise InvalidArgumentError(f"the archive member {name!r} has an absolute path")
     if ".." in name.replace("\\", "/").split("/"):
         raise InvalidArgumentError(f"the archive member {name!r} has a '..' component")
-    return tarfile.data_filter(member, destination)
+    if _STDLIB_DATA_FILTER is None:
+        return _data_filter_fallback(member, destination)
+    safe: tarfile.TarInfo | None = _STDLIB_DATA_FILTER(member, destination)
+    return safe
+
+
+def _inside(path: str, root: str) -> bool:
+    return os.path.commonpath([path, root]) == root
+
+
+def _data_filter_fallback(member: tarfile.TarInfo, destination: str) -> tarfile.TarInfo:
+    """What tarfile's `data` filter refuses and rewrites, for a Python without it: no path
+    (resolved through links already unpacked) or link target outside the destination, no
+    absolute link, no device or FIFO; no setuid/setgid/sticky or group/other write bits,
+    owner read/write on files; owned by the runtime's own user."""
+    root = os.path.realpath(destination)
+    name = member.name
+    target = os.path.realpath(os.path.join(root, name))
+    if not _inside(target, root):
+        raise _UnsafeMemberError(
+            f"{name!r} would be extracted to {target!r}, which is outside the destination"
+        )
+    if not (member.isreg() or member.isdir() or member.issym() or member.islnk()):
+        raise _UnsafeMemberError(f"{name!r} is a special file")
+    if member.issym() or member.islnk():
+        if os.path.isabs(member.linkname):
+            raise _UnsafeMemberError(f"{name!r} is a link to an absolute path")
+        base = os.path.dirname(target) if member.issym() else root
+        linked = os.path.realpath(os.path.join(base, member.linkname))
+        if not _inside(linked, root):
+            raise _UnsafeMemberError(
+                f"{name!r} would link to {linked!r}, which is outside the destination"
+            )
+    safe = copy.copy(member)
+    mode = member.mode
+    if member.isreg() or member.islnk():
+        if not mode & 0o100:
+            mode &= ~0o111
+        mode |= 0o600
+    elif member.isdir():
+        mode |= 0o700
+    safe.mode = mode & 0o755
+    safe.uid, safe.gid = os.getuid(), os.getgid()
+    safe.uname = safe.gname = ""
+    return safe
 
 
 def _unpack(reader: _QueueReader, staging: str) -> RestoredTree:
     entries = size = 0
+    # The member is already filtered; where tarfile has filters, it must not filter again.
+    trusted: dict[str, str] = {} if _STDLIB_DATA_FILTER is None else {"filter": "fully_trusted"}
+    unsafe = (_UnsafeMemberError, *((tarfile.FilterError,) if _STDLIB_DATA_FILTER else ()))
     try:
         with tarfile.open(fileobj=reader, mode="r|*") as archive:  # type: ignore[call-overload]
             for member in archive:
                 safe = _refuse_unsafe(member, staging)
                 if safe is None:
                     continue
-                archive.extract(safe, staging, filter="fully_trusted")
+                archive.extract(safe, staging, **trusted)
                 entries += 1
                 size += safe.size if safe.isreg() else 0
-    except tarfile.FilterError as error:
+    except unsafe as error:
         raise InvalidArgumentError(f"the archive member is unsafe: {error}") from None
     except tarfile.ReadError as error:
         raise InvalidArgumentError(f"this is not a readable tar archive ({error})") from None

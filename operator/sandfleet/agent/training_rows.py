@@ -80,7 +80,7 @@ def recorded_tokens(records: Iterable[Mapping[str, Any]]) -> RecordedTokens:
             "without --record-tokens?)"
         )
     return RecordedTokens(
-        task_id, stop_reason, tuple(_turn_tokens(tokens[turn]) for turn in sorted(tokens))
+        task_id, stop_reason, tuple(turn_tokens(tokens[turn]) for turn in sorted(tokens))
     )
 
 
@@ -161,7 +161,8 @@ def _added_tokens(before: TurnTokens, turn: TurnTokens, context: list[int]) -> l
     return list(prompt[len(context) :])
 
 
-def _turn_tokens(record: Mapping[str, Any]) -> TurnTokens:
+def turn_tokens(record: Mapping[str, Any]) -> TurnTokens:
+    """One `tokens` record (TokenRecord.to_record) checked complete; TrainingRowsError if not."""
     turn = _turn(record)
     unavailable = record.get("unavailable")
     reasons = unavailable if isinstance(unavailable, Mapping) else {}

@@ -64,6 +64,9 @@ class AgentSpec(ApiModel):
     """A JSON object as text, merged into every chat-completions request body. Text, not a
     nested object: free-form JSON would need a field that escapes the API server's pruning."""
     tool_timeout_seconds: int = Field(default=120, ge=1, le=86400)
+    record_tokens: bool = False
+    """Ask the endpoint for token ids and logprobs and record them per turn in the
+    trajectory (for training rows, `sandfleet export`); vLLM, SGLang, llama.cpp only."""
 
     @property
     def temperature_value(self) -> float | None:

@@ -18,10 +18,16 @@ from sandfleet.backend import OpenedSandbox, SandboxPaths
 from sandfleet.client import RuntimeClient
 from sandfleet.cluster.gateway_target import GatewayTarget, resolve_gateway
 from sandfleet.cluster.manifests import DEFAULT_GENERATE_NAME, default_paths
+from sandfleet.errors import GatewayError, GatewayUnreachableError
 from sandfleet.gateway_client import GatewayClient, GatewaySandboxInfo
 from sandfleet.logs import get_logger
 
 log = get_logger(__name__)
+
+CLAIM_ATTEMPTS = 3
+"""Claims with a claim id are sent at most this often while their answer is lost."""
+CLAIM_RETRY_DELAY_S = 1.0
+"""Pause before the n-th repetition: n times this."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -54,6 +60,10 @@ class GatewaySandboxRequest:
     """A resolved gateway (then gateway, token, kubeconfig and context are unused)."""
     paths: SandboxPaths | None = None
     """The layout in the sandbox (default: below its working directory)."""
+    claim_id: str | None = None
+    """Makes the claim idempotent: a claim repeated with the same id (after a lost answer)
+    gets the same sessions back (GatewayClient.claim), so the backend repeats it, up to
+    CLAIM_ATTEMPTS times, when no gateway answered or the deadline passed."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -76,22 +86,46 @@ class GatewayBackend:
         shared = _SharedGateway(gateway, users=count)
         request = self.request
         try:
-            claimed = await gateway.claim(
-                request.namespace or target.namespace,
-                pool=request.pool,
-                template=request.template,
-                count=count,
-                env=request.env,
-                files=request.files,
-                lifecycle=request.lifecycle,
-                generate_name=request.generate_name,
-                egress=request.egress,
-                timeout_s=request.timeout_s,
-            )
+            claimed = await self._claim(gateway, request.namespace or target.namespace, count)
         except BaseException:
             await asyncio.shield(gateway.close())
             raise
         return [self._opened(target, shared, info) for info in claimed]
+
+    async def _claim(
+        self, gateway: GatewayClient, namespace: str, count: int
+    ) -> list[GatewaySandboxInfo]:
+        """The Claim; with a claim id, repeated while its answer was lost (nothing answered,
+        or the deadline passed), which is safe because the id finds what it already made."""
+        request = self.request
+        attempts = CLAIM_ATTEMPTS if request.claim_id else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return await gateway.claim(
+                    namespace,
+                    pool=request.pool,
+                    template=request.template,
+                    count=count,
+                    env=request.env,
+                    files=request.files,
+                    lifecycle=request.lifecycle,
+                    generate_name=request.generate_name,
+                    egress=request.egress,
+                    timeout_s=request.timeout_s,
+                    claim_id=request.claim_id,
+                )
+            except GatewayError as error:
+                lost = isinstance(error, GatewayUnreachableError) or (
+                    error.code == "DEADLINE_EXCEEDED"
+                )
+                if not lost or attempt == attempts:
+                    raise
+                log.warning(
+                    "gateway_claim_retried", claim_id=request.claim_id, attempt=attempt,
+                    error=str(error),
+                )  # fmt: skip
+                await asyncio.sleep(CLAIM_RETRY_DELAY_S * attempt)
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     async def connect(self, name: str, timeout_s: float = 0) -> OpenedSandbox[GatewaySandboxInfo]:
         """An existing session (made with kubectl, say) in the request's namespace, once it is

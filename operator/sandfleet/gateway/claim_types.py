@@ -35,6 +35,9 @@ class ClaimSpec:
     """How long cold starts may take before the claim fails (UNAVAILABLE)."""
     caller: str
     """The caller's Kubernetes username (recorded on the sessions, logged)."""
+    claim_id: str = ""
+    """The caller's idempotency key ("": none): the sessions' names derive from it, so a
+    retried claim finds the sessions the first one made (claims.claim_session_names)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -33,6 +33,12 @@ from sandfleet.cluster.manifests import ManifestError, raw_session_spec, session
 from sandfleet.cluster.sessions import SessionClient, SessionGoneError, SessionWaitTimeoutError
 from sandfleet.cluster.status import SessionState
 from sandfleet.errors import SandfleetError
+from sandfleet.gateway.claim_ids import (
+    CALLER_ANNOTATION,
+    CLAIM_ID_ANNOTATION,
+    check_same_claim,
+    claim_session_names,
+)
 from sandfleet.gateway.claim_types import Claimed, ClaimFailed, ClaimFailure, ClaimSpec
 from sandfleet.gateway.idle_pods import IdlePods, runtime_address
 from sandfleet.kube import (
@@ -49,8 +55,6 @@ from sandfleet.operator.resources import gateway_claim_patch
 
 log = get_logger(__name__)
 
-CALLER_ANNOTATION = "sandfleet.dev/claimed-for"
-"""The Kubernetes user a gateway session was claimed for (usernames do not fit labels)."""
 _SUFFIX_CHARS = string.ascii_lowercase + string.digits
 
 
@@ -104,9 +108,13 @@ class Claimer:
         if spec.pool and spec.template:
             raise ClaimFailed(ClaimFailure.INVALID, "name a pool or a template, not both")
         workdir = await self._workdir(spec)
-        results = await asyncio.gather(
-            *(self._claim_one(spec, workdir) for _ in range(spec.count)), return_exceptions=True
-        )
+        if spec.claim_id:
+            results = await self._claim_idempotent(spec, workdir)
+        else:
+            results = await asyncio.gather(
+                *(self._claim_one(spec, workdir, None) for _ in range(spec.count)),
+                return_exceptions=True,
+            )
         claimed = [r for r in results if isinstance(r, Claimed)]
         failures = [r for r in results if isinstance(r, BaseException)]
         if failures:
@@ -117,17 +125,76 @@ class Claimer:
             raise ClaimFailed(ClaimFailure.UNAVAILABLE, f"claim failed: {failure}") from failure
         return claimed
 
-    async def _claim_one(self, spec: ClaimSpec, workdir: str) -> Claimed:
-        if spec.pool:
-            claimed = await self._claim_warm(spec, spec.pool, workdir)
-            if claimed is not None:
-                return claimed
-        return await self._start_cold(spec, workdir)
+    async def _claim_one(self, spec: ClaimSpec, workdir: str, name: str | None) -> Claimed:
+        """One sandbox; `name` (an idempotent claim's) or a random one. A session of that
+        name made meanwhile (a retry racing the first attempt) is returned instead."""
+        try:
+            if spec.pool:
+                claimed = await self._claim_warm(spec, spec.pool, workdir, name)
+                if claimed is not None:
+                    return claimed
+            return await self._start_cold(spec, workdir, name)
+        except ConflictError:
+            if name is None:
+                raise
+            log.info("claim_raced_its_retry", session=f"{spec.namespace}/{name}")
+            return await self._existing(spec, name)
 
-    async def _claim_warm(self, spec: ClaimSpec, pool: str, workdir: str) -> Claimed | None:
+    async def _claim_idempotent(
+        self, spec: ClaimSpec, workdir: str
+    ) -> list[Claimed | BaseException]:
+        """Each of the claim id's sessions: the one an earlier Claim with the id made (a lost
+        answer, an attempt still running or cut short), else a new one under that name.
+        UNAVAILABLE when an earlier attempt failed and its sessions are being released."""
+        names = claim_session_names(spec)
+        sessions = SessionClient(self._kube, spec.namespace)
+        made: set[str] = set()
+        for name in names:
+            try:
+                body = await self._kube.get(sessions.path(name))
+            except NotFoundError:
+                continue
+            check_same_claim(spec, body)
+            if body["metadata"].get("deletionTimestamp"):
+                raise ClaimFailed(
+                    ClaimFailure.UNAVAILABLE,
+                    f"the claim {spec.claim_id!r} failed earlier and its sessions are being "
+                    "released; claim with a new claim_id",
+                )
+            made.add(name)
+        if made:
+            log.info("claim_repeated", claim_id=spec.claim_id, found=len(made), of=len(names))
+        return await asyncio.gather(
+            *(
+                self._existing(spec, name) if name in made else self._claim_one(spec, workdir, name)
+                for name in names
+            ),
+            return_exceptions=True,
+        )
+
+    async def _existing(self, spec: ClaimSpec, name: str) -> Claimed:
+        """A session this claim id made before, once Ready (as Connect hands it out)."""
+        try:
+            body = await self._kube.get(SessionClient(self._kube, spec.namespace).path(name))
+        except NotFoundError as exc:
+            raise ClaimFailed(
+                ClaimFailure.UNAVAILABLE, f"the claim {spec.claim_id!r}'s session {name} is gone"
+            ) from exc
+        check_same_claim(spec, body)
+        timeout = spec.timeout_s if spec.timeout_s > 0 else self._settings.default_timeout_s
+        try:
+            return await self.connect(spec.namespace, name, timeout)
+        except ClaimFailed as exc:
+            if exc.failure is ClaimFailure.NOT_FOUND:
+                raise ClaimFailed(ClaimFailure.UNAVAILABLE, str(exc)) from exc
+            raise
+
+    async def _claim_warm(
+        self, spec: ClaimSpec, pool: str, workdir: str, fixed_name: str | None = None
+    ) -> Claimed | None:
         """A warm pod of `pool` claimed, bound and given its session; None when none is left."""
         started = time.perf_counter()
-        name = session_name(spec.generate_name)
+        name = fixed_name or session_name(spec.generate_name)
         candidates = self.idle.candidates(spec.namespace, pool)
         random.shuffle(candidates)  # replicas starting from one list would all race
         for pod in candidates:
@@ -205,6 +272,7 @@ class Claimer:
                 Annotation.CLAIMED_POD.value: pod,
                 Annotation.CLAIMED_BY.value: self._settings.replica,
                 CALLER_ANNOTATION: spec.caller,
+                **({CLAIM_ID_ANNOTATION: spec.claim_id} if spec.claim_id else {}),
             },
         }
         try:
@@ -234,14 +302,18 @@ class Claimer:
             log.warning("claimed_pod_delete_failed", pod=f"{namespace}/{pod}", error=str(exc))
 
     # --- cold ------------------------------------------------------------------------------
-    async def _start_cold(self, spec: ClaimSpec, workdir: str) -> Claimed:
+    async def _start_cold(self, spec: ClaimSpec, workdir: str, name: str | None = None) -> Claimed:
         """A session the operator starts (a template, or a pool without idle pods)."""
         sessions = SessionClient(self._kube, spec.namespace)
         body = self._session_body(spec, pool=spec.pool, template=spec.template)
+        if name is not None:
+            body["metadata"].pop("generateName", None)
+            body["metadata"]["name"] = name
         body["metadata"]["finalizers"] = [FINALIZER]
         body["metadata"]["annotations"] = {
             Annotation.CLAIMED_BY.value: self._settings.replica,
             CALLER_ANNOTATION: spec.caller,
+            **({CLAIM_ID_ANNOTATION: spec.claim_id} if spec.claim_id else {}),
         }
         try:
             created = await sessions.create(body)

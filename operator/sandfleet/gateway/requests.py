@@ -19,6 +19,7 @@ _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _PREFIX = re.compile(r"^[a-z0-9][-a-z0-9.]{0,57}$")
 _ENV_NAME = re.compile(ENV_NAME_PATTERN)
+_CLAIM_ID = re.compile(r"^[A-Za-z0-9._-]{1,63}$")
 
 
 class InvalidRequest(SandfleetError):
@@ -85,6 +86,10 @@ def claim_spec(
         choices = ", ".join(mode.value for mode in EgressMode)
         raise InvalidRequest("egress", f"{request.egress!r} is not one of {choices}") from None
     timeout_s = check_timeout("timeout_seconds", request.timeout_seconds) or default_timeout_s
+    if request.claim_id and not _CLAIM_ID.match(request.claim_id):
+        raise InvalidRequest(
+            "claim_id", "1 to 63 characters of letters, digits, '.', '_' and '-' (or empty)"
+        )
     return ClaimSpec(
         namespace=namespace,
         pool=pool,
@@ -97,6 +102,7 @@ def claim_spec(
         egress=egress,
         timeout_s=timeout_s,
         caller=caller,
+        claim_id=request.claim_id,
     )
 
 

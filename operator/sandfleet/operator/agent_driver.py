@@ -69,6 +69,7 @@ async def agent_config(ctx: OperatorContext, namespace: str, agent: AgentSpec) -
         extra_body=agent.extra_body_value,
         tool_timeout_s=float(agent.tool_timeout_seconds),
         system_prompt=agent.system_prompt,
+        record_tokens=agent.record_tokens,
     )
 
 

@@ -84,6 +84,7 @@ class OperatorContext:
             config.top_p,
             config.seed,
             extra_body,
+            config.record_tokens,  # changes every request's body (token fields)
         )
         model = self._models.get(key)
         if model is None:

@@ -14,10 +14,21 @@ import pytest
 
 from sandfleet.client import RuntimeClient
 from sandfleet.errors import ToolError
+from sandfleet_runtime import tree_archive
 from tests.integration.runtime.tree_support import BINARY, make_sample_tree, tree_picture
 from tests.support.runtime_server import running_runtime
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(params=["stdlib", "fallback"])
+def tar_filter(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both of the runtime's archive filters: tarfile's `data` filter, and its own for a
+    Python without one (Debian's 3.11.2 in runtime images). The runtimes run in-process,
+    so forcing the fallback here forces it on them."""
+    if request.param == "fallback":
+        monkeypatch.setattr(tree_archive, "_STDLIB_DATA_FILTER", None)
+    return str(request.param)
 
 
 @pytest.fixture
@@ -43,7 +54,7 @@ async def target(tmp_path: Path) -> AsyncIterator[tuple[RuntimeClient, Path]]:
 
 
 async def test_snapshot_restores_into_another_sandbox_byte_for_byte(
-    source: tuple[RuntimeClient, Path], target: tuple[RuntimeClient, Path]
+    source: tuple[RuntimeClient, Path], target: tuple[RuntimeClient, Path], tar_filter: str
 ) -> None:
     source_client, source_root = source
     target_client, target_root = target
@@ -153,7 +164,7 @@ _HOSTILE = {
 
 @pytest.mark.parametrize("case", sorted(_HOSTILE))
 async def test_a_hostile_archive_is_refused_and_changes_nothing(
-    case: str, target: tuple[RuntimeClient, Path], tmp_path: Path
+    case: str, target: tuple[RuntimeClient, Path], tmp_path: Path, tar_filter: str
 ) -> None:
     client, root = target
     data, message = _HOSTILE[case]

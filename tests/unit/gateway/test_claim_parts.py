@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
+from sandfleet.api import EgressMode, LifecycleSpec
+from sandfleet.gateway.claim_ids import claim_session_names
+from sandfleet.gateway.claim_types import ClaimSpec
 from sandfleet.gateway.claims import sandbox_path, session_name
 from sandfleet.gateway.idle_pods import claimable, pool_of, runtime_address
 from sandfleet.operator.naming import is_dns_label
@@ -51,3 +55,34 @@ def test_a_pods_pool_is_its_owner_and_its_address_the_runtime_port() -> None:
     assert pool_of(pod()) == "warm-pool-name"
     assert runtime_address("10.244.0.9") == "10.244.0.9:50051"
     assert runtime_address("fd00::9") == "[fd00::9]:50051"
+
+
+def idempotent(**changes: Any) -> ClaimSpec:
+    spec = ClaimSpec(
+        namespace="team-a", pool="py", template=None, count=3, env={}, files=[],
+        lifecycle=LifecycleSpec(), generate_name="rl-", egress=EgressMode.NONE, timeout_s=60,
+        caller="system:serviceaccount:team-a:trainer", claim_id="batch-7",
+    )  # fmt: skip
+    return dataclasses.replace(spec, **changes)
+
+
+def test_an_idempotent_claims_names_are_the_same_on_a_retry_and_differ_per_sandbox() -> None:
+    names = claim_session_names(idempotent())
+    assert names == claim_session_names(idempotent())  # the retry finds them
+    assert len(set(names)) == 3
+    assert all(re.fullmatch(r"rl-[a-z0-9]{10}", n) and is_dns_label(n) for n in names)
+
+
+def test_another_caller_namespace_or_id_gets_other_names() -> None:
+    names = set(claim_session_names(idempotent()))
+    for other in (
+        idempotent(caller="system:serviceaccount:team-b:trainer"),
+        idempotent(namespace="team-b"),
+        idempotent(claim_id="batch-8"),
+    ):
+        assert names.isdisjoint(claim_session_names(other))
+
+
+def test_a_long_prefix_still_gives_a_valid_name() -> None:
+    (name,) = claim_session_names(idempotent(count=1, generate_name="p" * 58))
+    assert len(name) == 63 and is_dns_label(name)

@@ -81,3 +81,19 @@ def test_refusals_name_the_field(fields: dict[str, object], field: str) -> None:
 def test_a_gateway_serving_some_namespaces_names_them() -> None:
     with pytest.raises(InvalidRequest, match="serves only namespaces team-a, team-b"):
         check_namespace("team-c", ("team-a", "team-b"))
+
+
+def test_a_claim_id_passes_through_and_a_malformed_one_is_refused_by_name() -> None:
+    assert claim_spec(
+        gateway_pb.ClaimRequest(namespace="team-a", claim_id="rollout-7.batch_2"),
+        caller="alice", default_timeout_s=300.0,
+    ).claim_id == "rollout-7.batch_2"  # fmt: skip
+    assert (
+        claim_spec(
+            gateway_pb.ClaimRequest(namespace="team-a"), caller="alice", default_timeout_s=300.0
+        ).claim_id
+        == ""
+    )
+    for bad in ("has space", "x" * 64, "slash/y"):
+        with pytest.raises(InvalidRequest, match="claim_id"):
+            spec(claim_id=bad)

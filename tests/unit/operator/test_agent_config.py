@@ -63,3 +63,20 @@ async def test_sessions_with_other_knobs_get_their_own_model_client(tmp_path: Pa
     finally:
         for model in models[:3]:
             await model.aclose()
+
+
+async def test_record_tokens_reaches_the_loop_config_and_gets_its_own_model_client(
+    tmp_path: Path,
+) -> None:
+    ctx = context(tmp_path)
+    plain = await agent_config(ctx, "ns", spec())
+    recording = await agent_config(ctx, "ns", spec(recordTokens=True))
+    assert (plain.record_tokens, recording.record_tokens) == (False, True)
+    models = [ctx.model_for(plain), ctx.model_for(recording)]
+    try:
+        # A client built to record asks every request for token ids; a plain one must not,
+        # so the two sessions cannot share one.
+        assert models[0] is not models[1]
+    finally:
+        for model in models:
+            await model.aclose()

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n0sandfleet_proto/gateway/v1/gateway_service.proto\x12\x14sandfleet.gateway.v1\"8\n\tInputFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\x0c\x12\x0c\n\x04mode\x18\x03 \x01(\r\"n\n\tLifecycle\x12\x1f\n\x17\x61\x63tive_deadline_seconds\x18\x01 \x01(\r\x12\x1c\n\x14idle_timeout_seconds\x18\x02 \x01(\r\x12\"\n\x1attl_seconds_after_finished\x18\x03 \x01(\r\"\xda\x02\n\x0c\x43laimRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04pool\x18\x02 \x01(\t\x12\x10\n\x08template\x18\x03 \x01(\t\x12\r\n\x05\x63ount\x18\x04 \x01(\r\x12\x38\n\x03\x65nv\x18\x05 \x03(\x0b\x32+.sandfleet.gateway.v1.ClaimRequest.EnvEntry\x12.\n\x05\x66iles\x18\x06 \x03(\x0b\x32\x1f.sandfleet.gateway.v1.InputFile\x12\x32\n\tlifecycle\x18\x07 \x01(\x0b\x32\x1f.sandfleet.gateway.v1.Lifecycle\x12\x15\n\rgenerate_name\x18\x08 \x01(\t\x12\x0e\n\x06\x65gress\x18\t \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\n \x01(\x01\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"p\n\x0e\x43laimedSandbox\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05token\x18\x03 \x01(\t\x12\x0b\n\x03pod\x18\x04 \x01(\t\x12\x0c\n\x04warm\x18\x05 \x01(\x08\x12\x13\n\x0bworking_dir\x18\x06 \x01(\t\"H\n\rClaimResponse\x12\x37\n\tsandboxes\x18\x01 \x03(\x0b\x32$.sandfleet.gateway.v1.ClaimedSandbox\"J\n\x0e\x43onnectRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x03 \x01(\x01\"H\n\x0f\x43onnectResponse\x12\x35\n\x07sandbox\x18\x01 \x01(\x0b\x32$.sandfleet.gateway.v1.ClaimedSandbox\"2\n\x0eReleaseRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\r\n\x05names\x18\x02 \x03(\t\"#\n\x0fReleaseResponse\x12\x10\n\x08released\x18\x01 \x01(\r2\x92\x02\n\x0eGatewayService\x12P\n\x05\x43laim\x12\".sandfleet.gateway.v1.ClaimRequest\x1a#.sandfleet.gateway.v1.ClaimResponse\x12V\n\x07\x43onnect\x12$.sandfleet.gateway.v1.ConnectRequest\x1a%.sandfleet.gateway.v1.ConnectResponse\x12V\n\x07Release\x12$.sandfleet.gateway.v1.ReleaseRequest\x1a%.sandfleet.gateway.v1.ReleaseResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n0sandfleet_proto/gateway/v1/gateway_service.proto\x12\x14sandfleet.gateway.v1\"8\n\tInputFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\x0c\x12\x0c\n\x04mode\x18\x03 \x01(\r\"n\n\tLifecycle\x12\x1f\n\x17\x61\x63tive_deadline_seconds\x18\x01 \x01(\r\x12\x1c\n\x14idle_timeout_seconds\x18\x02 \x01(\r\x12\"\n\x1attl_seconds_after_finished\x18\x03 \x01(\r\"\xec\x02\n\x0c\x43laimRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04pool\x18\x02 \x01(\t\x12\x10\n\x08template\x18\x03 \x01(\t\x12\r\n\x05\x63ount\x18\x04 \x01(\r\x12\x38\n\x03\x65nv\x18\x05 \x03(\x0b\x32+.sandfleet.gateway.v1.ClaimRequest.EnvEntry\x12.\n\x05\x66iles\x18\x06 \x03(\x0b\x32\x1f.sandfleet.gateway.v1.InputFile\x12\x32\n\tlifecycle\x18\x07 \x01(\x0b\x32\x1f.sandfleet.gateway.v1.Lifecycle\x12\x15\n\rgenerate_name\x18\x08 \x01(\t\x12\x0e\n\x06\x65gress\x18\t \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\n \x01(\x01\x12\x10\n\x08\x63laim_id\x18\x0b \x01(\t\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"p\n\x0e\x43laimedSandbox\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05token\x18\x03 \x01(\t\x12\x0b\n\x03pod\x18\x04 \x01(\t\x12\x0c\n\x04warm\x18\x05 \x01(\x08\x12\x13\n\x0bworking_dir\x18\x06 \x01(\t\"H\n\rClaimResponse\x12\x37\n\tsandboxes\x18\x01 \x03(\x0b\x32$.sandfleet.gateway.v1.ClaimedSandbox\"J\n\x0e\x43onnectRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x03 \x01(\x01\"H\n\x0f\x43onnectResponse\x12\x35\n\x07sandbox\x18\x01 \x01(\x0b\x32$.sandfleet.gateway.v1.ClaimedSandbox\"2\n\x0eReleaseRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\r\n\x05names\x18\x02 \x03(\t\"#\n\x0fReleaseResponse\x12\x10\n\x08released\x18\x01 \x01(\r2\x92\x02\n\x0eGatewayService\x12P\n\x05\x43laim\x12\".sandfleet.gateway.v1.ClaimRequest\x1a#.sandfleet.gateway.v1.ClaimResponse\x12V\n\x07\x43onnect\x12$.sandfleet.gateway.v1.ConnectRequest\x1a%.sandfleet.gateway.v1.ConnectResponse\x12V\n\x07Release\x12$.sandfleet.gateway.v1.ReleaseRequest\x1a%.sandfleet.gateway.v1.ReleaseResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,21 +38,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LIFECYCLE']._serialized_start=132
   _globals['_LIFECYCLE']._serialized_end=242
   _globals['_CLAIMREQUEST']._serialized_start=245
-  _globals['_CLAIMREQUEST']._serialized_end=591
-  _globals['_CLAIMREQUEST_ENVENTRY']._serialized_start=549
-  _globals['_CLAIMREQUEST_ENVENTRY']._serialized_end=591
-  _globals['_CLAIMEDSANDBOX']._serialized_start=593
-  _globals['_CLAIMEDSANDBOX']._serialized_end=705
-  _globals['_CLAIMRESPONSE']._serialized_start=707
-  _globals['_CLAIMRESPONSE']._serialized_end=779
-  _globals['_CONNECTREQUEST']._serialized_start=781
-  _globals['_CONNECTREQUEST']._serialized_end=855
-  _globals['_CONNECTRESPONSE']._serialized_start=857
-  _globals['_CONNECTRESPONSE']._serialized_end=929
-  _globals['_RELEASEREQUEST']._serialized_start=931
-  _globals['_RELEASEREQUEST']._serialized_end=981
-  _globals['_RELEASERESPONSE']._serialized_start=983
-  _globals['_RELEASERESPONSE']._serialized_end=1018
-  _globals['_GATEWAYSERVICE']._serialized_start=1021
-  _globals['_GATEWAYSERVICE']._serialized_end=1295
+  _globals['_CLAIMREQUEST']._serialized_end=609
+  _globals['_CLAIMREQUEST_ENVENTRY']._serialized_start=567
+  _globals['_CLAIMREQUEST_ENVENTRY']._serialized_end=609
+  _globals['_CLAIMEDSANDBOX']._serialized_start=611
+  _globals['_CLAIMEDSANDBOX']._serialized_end=723
+  _globals['_CLAIMRESPONSE']._serialized_start=725
+  _globals['_CLAIMRESPONSE']._serialized_end=797
+  _globals['_CONNECTREQUEST']._serialized_start=799
+  _globals['_CONNECTREQUEST']._serialized_end=873
+  _globals['_CONNECTRESPONSE']._serialized_start=875
+  _globals['_CONNECTRESPONSE']._serialized_end=947
+  _globals['_RELEASEREQUEST']._serialized_start=949
+  _globals['_RELEASEREQUEST']._serialized_end=999
+  _globals['_RELEASERESPONSE']._serialized_start=1001
+  _globals['_RELEASERESPONSE']._serialized_end=1036
+  _globals['_GATEWAYSERVICE']._serialized_start=1039
+  _globals['_GATEWAYSERVICE']._serialized_end=1313
 # @@protoc_insertion_point(module_scope)

@@ -108,6 +108,7 @@ class ClaimRequest(_message.Message):
     GENERATE_NAME_FIELD_NUMBER: _builtins.int
     EGRESS_FIELD_NUMBER: _builtins.int
     TIMEOUT_SECONDS_FIELD_NUMBER: _builtins.int
+    CLAIM_ID_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
     pool: _builtins.str
     """Exactly one of pool and template (a SandboxPool or a SandboxTemplate name); neither
@@ -122,6 +123,17 @@ class ClaimRequest(_message.Message):
     """"None" (the default), "Internet" or "All"."""
     timeout_seconds: _builtins.float
     """How long a cold start may take before UNAVAILABLE; 0: the gateway's default."""
+    claim_id: _builtins.str
+    """Makes the claim idempotent (empty: it is not). The caller picks it, unique per logical
+    claim, 1-63 characters of [A-Za-z0-9._-]: the sessions' names derive from it (with the
+    caller's identity, the namespace and each sandbox's index), so a Claim retried with the
+    same id after a lost answer returns the sessions the first one made instead of claiming
+    new ones; of an attempt cut short, it keeps the sessions made and claims the rest; a
+    retry racing the first attempt gets ALREADY EXISTS from the API server and answers with
+    the existing sessions too. While a failed attempt's sessions are being released, a retry
+    is UNAVAILABLE: choose a new id. The id never crosses callers: another identity with the
+    same id gets other sessions.
+    """
     @_builtins.property
     def env(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Environment of every bash session started in the sandboxes."""
@@ -143,10 +155,11 @@ class ClaimRequest(_message.Message):
         generate_name: _builtins.str = ...,
         egress: _builtins.str = ...,
         timeout_seconds: _builtins.float = ...,
+        claim_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["lifecycle", b"lifecycle"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "egress", b"egress", "env", b"env", "files", b"files", "generate_name", b"generate_name", "lifecycle", b"lifecycle", "namespace", b"namespace", "pool", b"pool", "template", b"template", "timeout_seconds", b"timeout_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim_id", b"claim_id", "count", b"count", "egress", b"egress", "env", b"env", "files", b"files", "generate_name", b"generate_name", "lifecycle", b"lifecycle", "namespace", b"namespace", "pool", b"pool", "template", b"template", "timeout_seconds", b"timeout_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
