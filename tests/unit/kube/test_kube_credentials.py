@@ -134,6 +134,8 @@ def oidc_user(id_token: str) -> dict[str, object]:
     }
 
 
+# The library's OIDC check uses datetime.utcnow/utcfromtimestamp (deprecated from 3.12).
+@pytest.mark.filterwarnings("ignore:datetime.datetime.utc:DeprecationWarning")
 def test_an_oidc_id_token_that_is_still_valid_is_sent(tmp_path: Path) -> None:
     token = _jwt({"sub": "alice", "exp": int(time.time()) + 3600})
     path = write_kubeconfig(tmp_path / "config", server=SERVER, user=oidc_user(token))
@@ -141,6 +143,8 @@ def test_an_oidc_id_token_that_is_still_valid_is_sent(tmp_path: Path) -> None:
     assert KubeConfig.load(path).bearer_token() == token
 
 
+# The library's OIDC check uses datetime.utcnow/utcfromtimestamp (deprecated from 3.12).
+@pytest.mark.filterwarnings("ignore:datetime.datetime.utc:DeprecationWarning")
 def test_an_expired_oidc_id_token_without_refresh_token_says_so(tmp_path: Path) -> None:
     token = _jwt({"sub": "alice", "exp": int(time.time()) - 60})
     path = write_kubeconfig(tmp_path / "config", server=SERVER, user=oidc_user(token))
