@@ -10,7 +10,12 @@ does not do is decide when to ask again, so that is ours:
 - a token file (kubeconfig tokenFile, the pod's projected token) and an OIDC id-token are
   looked at again every REREAD_PERIOD_S (kubelet rotates projected tokens well before they
   expire; the library refreshes an expired id-token with its refresh-token);
-- a 401 from the server forces a fresh load (`header(refresh=True)`).
+- a 401 from the server forces a fresh load (`header(refresh=True)`);
+- an early refresh that fails (a plugin hiccup, a token file caught mid-rotation) keeps the
+  still-valid token and tries again after RETRY_AFTER_FAILURE_S.
+
+A plugin that answers with a client certificate instead of a token is used as loaded: the
+TLS context is built once per client, so a rotated certificate needs a new client.
 
 Each refresh builds a fresh loader over the same parsed kubeconfig, so the library's own
 per-loader caches never hide a due refresh. Concurrent refreshes are not merged: two
@@ -43,6 +48,8 @@ REREAD_PERIOD_S = 60.0
 """How long a token read from a file (or an OIDC id-token) is used before looking again."""
 EXPIRY_SKEW_S = 30.0
 """An exec plugin's token is replaced this long before its expirationTimestamp."""
+RETRY_AFTER_FAILURE_S = 5.0
+"""After a failed early refresh (the old token still valid) the source rests this long."""
 
 
 class _RaisedAnyway(logging.Filter):
@@ -92,26 +99,44 @@ class LoadedCredentials(Credentials):
         """The last Configuration the loader filled (host, TLS files, api_key)."""
         self.reread_period_s = REREAD_PERIOD_S if rereads else None
         """Token files and OIDC id-tokens are looked at again after this long (None: never)."""
-        self.loads = 0
-        """How often the source was asked (a plugin run, a file read): for tests and logs."""
+        self._rest_until = -float("inf")
 
     def _due(self) -> bool:
         now = time.monotonic()
         if self.configuration is None:
             return True
+        if now < self._rest_until:
+            return False
         if self._expires_at is not None and now >= self._expires_at - EXPIRY_SKEW_S:
             return True
         period = self.reread_period_s
         return period is not None and now - self._loaded_at >= period
 
+    def _still_valid(self) -> bool:
+        """The last credentials are usable for a while yet (a refresh is early, not late)."""
+        if self.configuration is None:
+            return False
+        return self._expires_at is None or time.monotonic() < self._expires_at
+
     async def header(self, *, refresh: bool = False) -> str | None:
         if refresh or self._due():
-            await self.reload()
+            try:
+                await self.reload()
+            except KubeConfigError as error:
+                # A plugin that fails once, a token file caught mid-rotation: the old token
+                # still works, so keep it and try again shortly; a 401 (refresh) or an
+                # expired token cannot wait.
+                if refresh or not self._still_valid():
+                    raise
+                self._rest_until = time.monotonic() + RETRY_AFTER_FAILURE_S
+                log.warning(
+                    "kube_credentials_refresh_failed", source=self._describe, error=str(error)
+                )
         return self._header
 
     def header_blocking(self, *, refresh: bool = False) -> str | None:
         if refresh or self._due():
-            run_blocking(self.reload)
+            return run_blocking(lambda: self.header(refresh=refresh))
         return self._header
 
     async def reload(self) -> Configuration:
@@ -126,7 +151,6 @@ class LoadedCredentials(Credentials):
         except Exception as error:  # the library raises what its parsers and plugins raise
             message = str(error).strip().replace("\n", " ") or type(error).__name__
             raise KubeConfigError(f"{self._describe}: {message}") from error
-        self.loads += 1
         api_key = str(configuration.api_key.get("BearerToken") or "").strip()
         header = api_key or None
         if self.configuration is not None and header != self._header:

@@ -97,6 +97,20 @@ def test_a_plugin_that_starts_failing_later_fails_the_refresh_clearly(
         config.bearer_token(refresh=True)
 
 
+def test_a_failing_early_refresh_keeps_the_still_valid_token(
+    tmp_path: Path, plugin: ExecPlugin
+) -> None:
+    plugin.set("expires_in", 20)  # due (within the 30 s margin) but valid for 20 s more
+    config = exec_config(tmp_path, plugin)
+    plugin.set("mode", "fail")
+
+    assert config.bearer_token() == "exec-token-1"  # run 2 failed: the old token goes on
+    assert config.bearer_token() == "exec-token-1"  # resting after the failure: no run 3
+    assert plugin.runs == 2
+    with pytest.raises(KubeConfigError, match="process returned 3"):
+        config.bearer_token(refresh=True)  # after a 401 the old token is no use
+
+
 async def test_a_synchronous_token_read_inside_an_event_loop_runs_the_plugin(
     tmp_path: Path, plugin: ExecPlugin
 ) -> None:
