@@ -1,27 +1,26 @@
-"""A small Kubernetes REST client for the cluster tests: kubeconfig auth, JSON in and out.
+"""A small synchronous Kubernetes REST client for the cluster tests: JSON in and out.
 
-Standard library only (http.client in a worker thread), so the tests add no dependency and
-see the API server's real status codes (409, 422, 404) instead of a client library's view.
+The kubeconfig and its credentials come from sandfleet.kube.KubeConfig (kubernetes_asyncio's
+loaders: any auth method, the same path as the product); the transport is http.client in a
+worker thread, so tests can call it synchronously from any thread and see the API server's
+raw status codes (409, 422, 404) instead of a client's typed view.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import dataclasses
 import http.client
 import json
 import socket
-import ssl
-import tempfile
 import time
 import urllib.parse
 from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
+from sandfleet.kube import KubeConfig
 
 JsonObject = dict[str, Any]
 
@@ -41,55 +40,28 @@ class Response:
     body: JsonObject
 
 
-def _material(entry: dict[str, Any], key: str, workdir: Path, name: str) -> str | None:
-    """A kubeconfig credential as a file path, whether given inline (`KEY-data`) or as a file."""
-    if entry.get(f"{key}-data"):
-        path = workdir / name
-        path.write_bytes(base64.b64decode(entry[f"{key}-data"]))
-        return str(path)
-    value = entry.get(key)
-    return str(value) if value else None
-
-
 class KubeApi:
     """Talks to one API server as the kubeconfig's current user (client cert or bearer token)."""
 
-    def __init__(self, server: str, context: ssl.SSLContext, token: str | None) -> None:
-        parsed = urllib.parse.urlsplit(server)
-        self.server = server
+    def __init__(self, config: KubeConfig) -> None:
+        parsed = urllib.parse.urlsplit(config.server)
+        self.server = config.server
         self._host = parsed.hostname or "127.0.0.1"
         self._port = parsed.port or 443
         self._prefix = parsed.path.rstrip("/")
-        self._context = context
-        self._token = token
+        self._context = config.ssl_context()
+        self._config = config
 
     @classmethod
     def from_kubeconfig(cls, path: Path) -> KubeApi:
-        config = yaml.safe_load(path.read_text())
-        context_name = config["current-context"]
-        context = next(c["context"] for c in config["contexts"] if c["name"] == context_name)
-        cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
-        user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
-        # ssl wants files; inline credentials are written to a private temporary directory.
-        workdir = Path(tempfile.mkdtemp(prefix="sandfleet-kubeapi-"))
-        ssl_context = ssl.create_default_context()
-        if cluster.get("insecure-skip-tls-verify"):
-            ssl_context.check_hostname = False
-            ssl_context.verify_mode = ssl.CERT_NONE
-        else:
-            ca = _material(cluster, "certificate-authority", workdir, "ca.crt")
-            if ca:
-                ssl_context.load_verify_locations(ca)
-        cert = _material(user, "client-certificate", workdir, "client.crt")
-        key = _material(user, "client-key", workdir, "client.key")
-        if cert and key:
-            ssl_context.load_cert_chain(cert, key)
-        token = user.get("token")
-        if token is None and user.get("tokenFile"):
-            token = Path(user["tokenFile"]).read_text().strip()
-        if "exec" in user or "auth-provider" in user:
-            raise ValueError("kubeconfig users with exec/auth-provider plugins are not supported")
-        return cls(cluster["server"], ssl_context, token)
+        return cls(KubeConfig.load(path))
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        authorization = self._config.auth.header_blocking()  # refreshed when due
+        if authorization:
+            headers["Authorization"] = authorization
+        return headers
 
     def request_sync(
         self,
@@ -103,13 +75,11 @@ class KubeApi:
         connection = http.client.HTTPSConnection(
             self._host, self._port, context=self._context, timeout=timeout_s
         )
-        headers = {"Accept": "application/json"}
+        headers = self._headers()
         payload = None
         if body is not None:
             payload = json.dumps(body).encode()
             headers["Content-Type"] = content_type
-        if self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
         try:
             connection.request(method, self._prefix + path, body=payload, headers=headers)
             response = connection.getresponse()
@@ -150,9 +120,7 @@ class KubeApi:
         deliver: Callable[[JsonObject], None],
     ) -> None:
         separator = "&" if "?" in path else "?"
-        headers = {"Accept": "application/json"}
-        if self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
+        headers = self._headers()
         target = f"{self._prefix}{path}{separator}watch=1&timeoutSeconds={timeout_s}"
         try:
             connection.request("GET", target, headers=headers)

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from sandfleet.kube import (
     ConflictError,
@@ -24,6 +22,7 @@ from sandfleet.kube import (
     resource_path,
 )
 from tests.cluster.cluster_access import ClusterUnderTest
+from tests.cluster.kube_tokens import service_account_token, token_kubeconfig
 
 pytestmark = pytest.mark.cluster
 
@@ -306,48 +305,6 @@ async def test_a_bookmark_carries_the_version_past_changes_the_selector_filtered
     assert bookmarks, "no bookmark in three watches"
     assert bookmarks[-1].object["kind"] == "ConfigMap"
     assert int(bookmarks[-1].resource_version) >= int(unwanted["metadata"]["resourceVersion"])
-
-
-async def service_account_token(kube: KubeClient, namespace: str, name: str) -> str:
-    await kube.create(
-        resource_path("v1", "serviceaccounts", namespace),
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
-    )
-    request = {
-        "apiVersion": "authentication.k8s.io/v1",
-        "kind": "TokenRequest",
-        "spec": {"expirationSeconds": 600},
-    }
-    answer = await kube.create(
-        resource_path("v1", "serviceaccounts", namespace, name, "token"), request
-    )
-    token: str = answer["status"]["token"]
-    return token
-
-
-def token_kubeconfig(directory: Path, admin: KubeConfig, user: JsonObject) -> Path:
-    assert admin.certificate_authority is not None
-    document = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "c",
-                "cluster": {
-                    "server": admin.server,
-                    "certificate-authority-data": base64.b64encode(
-                        admin.certificate_authority
-                    ).decode(),
-                },
-            }
-        ],
-        "users": [{"name": "sa", "user": user}],
-        "contexts": [{"name": "sa", "context": {"cluster": "c", "user": "sa"}}],
-        "current-context": "sa",
-    }
-    path = directory / "sa.kubeconfig"
-    path.write_text(yaml.safe_dump(document))
-    return path
 
 
 async def test_a_service_account_token_authenticates_but_is_forbidden_without_rbac(

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import dataclasses
 import json
 import os
 import sys
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -35,6 +36,8 @@ from sandfleet.trajectory_files import CHUNK_BYTES, TrajectoryDirectory, read_ch
 if TYPE_CHECKING:
     # Imported where used: aiohttp costs a tenth of a second every other subcommand would pay.
     import aiohttp
+
+    from sandfleet.kube.client import KubeClient
 
 DEFAULT_OPERATOR_NAMESPACE = "sandfleet-system"
 DEFAULT_OPERATOR_SERVICE = "sandfleet-operator"
@@ -176,9 +179,11 @@ async def _open_source(args: argparse.Namespace) -> AsyncIterator[Fetched]:
             args.namespace or "default", args.name, args.uid
         )
         async with aiohttp.ClientSession(timeout=timeout) as session:
-            yield await _from_http(session, url, what="the operator at " + args.operator_url)
+            yield await _from_http(
+                lambda: session.get(url), what="the operator at " + args.operator_url
+            )
         return
-    async with _api_server_session(args.kubeconfig, timeout) as api:
+    async with _api_server(args.kubeconfig) as api:
         path = service_proxy_path(
             args.namespace or api.context_namespace,
             args.name,
@@ -196,10 +201,8 @@ async def _open_source(args: argparse.Namespace) -> AsyncIterator[Fetched]:
             503: "is the operator running and ready?",
         }
         yield await _from_http(
-            api.session,
-            api.server + path,
+            lambda: api.kube.open_response(path, timeout=timeout, what="GET"),
             what=what,
-            server_hostname=api.tls_server_name,
             hints=hints,
         )
 
@@ -220,20 +223,20 @@ async def _from_store(root: Path, namespace: str, name: str, uid: str | None) ->
 
 
 async def _from_http(
-    session: aiohttp.ClientSession,
-    url: str,
+    get: Callable[[], Awaitable[aiohttp.ClientResponse]],
     *,
     what: str,
-    server_hostname: str | None = None,
     hints: Mapping[int, str] | None = None,
 ) -> Fetched:
-    """The response's body as chunks; an error answer raises with its message and, when
-    `hints` has one for the status, a hint on the likely cause."""
+    """The body of the response `get` opens, as chunks; an error answer raises with its
+    message and, when `hints` has one for the status, a hint on the likely cause."""
     import aiohttp
 
+    from sandfleet.kube.errors import KubeConnectionError
+
     try:
-        response = await session.get(url, server_hostname=server_hostname)
-    except aiohttp.ClientError as error:
+        response = await get()
+    except (aiohttp.ClientError, KubeConnectionError) as error:
         raise TrajectoryFetchError(f"cannot reach {what}: {error}") from error
     if response.status != 200:
         try:
@@ -288,35 +291,28 @@ def _error_message(status: int, body: bytes) -> str:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _ApiServer:
-    session: aiohttp.ClientSession
-    """Sends the kubeconfig's credentials (bearer token, client certificate)."""
+    kube: KubeClient
+    """Sends the kubeconfig's credentials (whatever the kubeconfig uses, refreshed)."""
     server: str
     context_namespace: str
-    tls_server_name: str | None
 
 
 @contextlib.asynccontextmanager
-async def _api_server_session(
-    kubeconfig: Path | None, timeout: aiohttp.ClientTimeout
-) -> AsyncIterator[_ApiServer]:
-    """An HTTP session that authenticates to the API server the way the kubeconfig says."""
-    import aiohttp
-
+async def _api_server(kubeconfig: Path | None) -> AsyncIterator[_ApiServer]:
+    """The project's Kubernetes client, authenticated the way the kubeconfig says."""
+    from sandfleet.kube.client import KubeClient
     from sandfleet.kube.config import KubeConfig
     from sandfleet.kube.errors import KubeConfigError
 
     try:
-        config = KubeConfig.load(kubeconfig)
-        ssl_context = config.ssl_context()
-    except (KubeConfigError, OSError, ValueError) as error:
+        config = await asyncio.to_thread(KubeConfig.load, kubeconfig)
+        kube = await KubeClient(config).__aenter__()
+    except KubeConfigError as error:
         raise _UsageError(f"no usable Kubernetes configuration: {error}") from error
-    token = config.bearer_token()
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    connector = aiohttp.TCPConnector(ssl=ssl_context)
-    async with aiohttp.ClientSession(
-        timeout=timeout, headers=headers, connector=connector
-    ) as session:
-        yield _ApiServer(session, config.server, config.namespace, config.tls_server_name)
+    try:
+        yield _ApiServer(kube, config.server, config.namespace)
+    finally:
+        await kube.close()
 
 
 async def _write(fetched: Fetched, *, output: Path | None, render: _RecordRenderer | None) -> int:

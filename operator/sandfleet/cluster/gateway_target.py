@@ -158,7 +158,7 @@ def _kube_token(config: KubeConfig | None, config_error: str | None) -> str:
     who = f"the user of kubeconfig context {config.context!r}" if config.context else "this user"
     how = (
         "authenticates with a client certificate, which cannot be forwarded to the gateway"
-        if config.client_certificate
+        if config.client_cert_file
         else "has no bearer token"
     )
     raise GatewayConfigError(

@@ -13,7 +13,13 @@ import aiohttp
 from yarl import URL
 
 from sandfleet.kube.config import KubeConfig
-from sandfleet.kube.errors import GoneError, KubeApiError, KubeConnectionError, NotFoundError
+from sandfleet.kube.errors import (
+    GoneError,
+    KubeApiError,
+    KubeConfigError,
+    KubeConnectionError,
+    NotFoundError,
+)
 from sandfleet.kube.rate_limit import TokenBucket
 from sandfleet.kube.watch import WatchEvent, expired_error, read_events
 from sandfleet.logs import get_logger
@@ -84,9 +90,14 @@ class KubeClient:
     def _open(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             secure = self.config.server.startswith("https:")
+            try:
+                ssl_context = self.config.ssl_context() if secure else None
+            except (OSError, ValueError) as error:  # an unreadable or mismatched cert or key
+                raise KubeConfigError(
+                    f"cannot use the TLS files for {self.config.server}: {error}"
+                ) from error
             connector = aiohttp.TCPConnector(
-                limit=self._connection_limit,
-                ssl=self.config.ssl_context() if secure else True,
+                limit=self._connection_limit, ssl=ssl_context if ssl_context else True
             )
             self._session = aiohttp.ClientSession(
                 connector=connector,
@@ -101,11 +112,12 @@ class KubeClient:
         url = URL(self.config.server + path)
         return url.extend_query(params) if params else url
 
-    def _headers(self, content_type: str | None) -> dict[str, str]:
+    async def _headers(self, content_type: str | None, *, refresh: bool = False) -> dict[str, str]:
+        """The request's headers; the credentials' Authorization (refreshed when due)."""
         headers = {}
-        token = self.config.bearer_token()
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
+        authorization = await self.config.auth_header(refresh=refresh)
+        if authorization:
+            headers["Authorization"] = authorization
         if content_type:
             headers["Content-Type"] = content_type
         return headers
@@ -121,22 +133,27 @@ class KubeClient:
     ) -> JsonObject:
         """Any call: the decoded answer, or the typed KubeApiError for a status of 400 and up.
 
-        `content_type` defaults to application/json when there is a body.
+        `content_type` defaults to application/json when there is a body. A 401 makes the
+        credentials load again (an expired plugin token, a rotated token file) and the call
+        is sent once more; a second 401 is the caller's UnauthorizedError.
         """
         session = self._open()
         url = self._url(path, params)
         data = json.dumps(body).encode() if body is not None else None
         if data is not None and content_type is None:
             content_type = "application/json"
-        for attempt in range(_MAX_RETRIES + 1):
+        refresh = False
+        attempt = 0
+        while attempt <= _MAX_RETRIES:
             await self.rate_limiter.acquire()
             started = time.monotonic()
+            headers = await self._headers(content_type, refresh=refresh)
             try:
                 async with session.request(
                     method,
                     url,
                     data=data,
-                    headers=self._headers(content_type),
+                    headers=headers,
                     server_hostname=self.config.tls_server_name,
                 ) as response:
                     status, raw = response.status, await response.read()
@@ -160,6 +177,11 @@ class KubeClient:
                     "kube_request_retried", method=method, path=path, status=status, delay_s=delay
                 )
                 await asyncio.sleep(delay)
+                attempt += 1
+                continue
+            if status == 401 and not refresh:
+                log.info("kube_credentials_rejected", method=method, path=path)
+                refresh = True
                 continue
             decoded = _decode(raw)
             if status >= 400:
@@ -290,19 +312,7 @@ class KubeClient:
             sock_connect=self.timeout_s,
             sock_read=timeout_s + self.timeout_s if timeout_s is not None else None,
         )
-        try:
-            response = await self._open().request(
-                "GET",
-                self._url(path, params),
-                headers=self._headers(None),
-                timeout=timeout,
-                server_hostname=self.config.tls_server_name,
-            )
-        except (aiohttp.ClientError, TimeoutError) as error:
-            raise KubeConnectionError(
-                f"WATCH {path}: no answer from {self.config.server}: "
-                f"{str(error) or type(error).__name__}"
-            ) from error
+        response = await self.open_response(path, params=params, timeout=timeout, what="WATCH")
         try:
             if response.status >= 400:
                 body = _decode(await response.read())
@@ -314,6 +324,49 @@ class KubeClient:
         finally:
             # Never hand a half-read stream back to the pool.
             response.close()
+
+    async def open_response(
+        self,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        timeout: aiohttp.ClientTimeout | None = None,
+        what: str = "GET",
+    ) -> aiohttp.ClientResponse:
+        """GET `path` and hand back the response unread, whatever its status, for a body the
+        caller streams (watch, a trajectory through the service proxy). A 401 refreshes the
+        credentials and asks once more. Not rate limited; close the response when done.
+        """
+        response = await self._get_response(path, params, timeout, what=what)
+        if response.status == 401:
+            response.close()
+            log.info("kube_credentials_rejected", method=what, path=path)
+            response = await self._get_response(path, params, timeout, what=what, refresh=True)
+        return response
+
+    async def _get_response(
+        self,
+        path: str,
+        params: Mapping[str, str] | None,
+        timeout: aiohttp.ClientTimeout | None,
+        *,
+        what: str,
+        refresh: bool = False,
+    ) -> aiohttp.ClientResponse:
+        headers = await self._headers(None, refresh=refresh)
+        try:
+            return await self._open().request(
+                "GET",
+                self._url(path, params),
+                headers=headers,
+                timeout=timeout if timeout is not None else self._open().timeout,
+                server_hostname=self.config.tls_server_name,
+            )
+        except (aiohttp.ClientError, TimeoutError) as error:
+            raise KubeConnectionError(
+                f"{what} {path}: no answer from {self.config.server}: "
+                f"{str(error) or type(error).__name__}"
+            ) from error
 
 
 def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, str]:

@@ -90,10 +90,12 @@ async def login(memo: OperatorContext, **_: Any) -> kopf.AiohttpSession:
     builds an aiohttp pool without a bound (`TCPConnector(limit=0)`), so a burst of session
     events opened one TLS connection per concurrent request and the buffers stayed in the
     process (~215 MiB per 1,000 sessions). kopf closes this session when it logs in again
-    (an expired token) or stops, so each login makes a new one.
+    (an expired token) or stops, so each login makes a new one. kopf logs in again after a
+    401, so each login asks the credentials afresh (an exec plugin runs again, a token file
+    is read again): the same kubernetes_asyncio loaders as the operator's own client.
     """
     config = memo.kube.config
-    token = config.bearer_token()
+    authorization = await config.auth_header(refresh=True)
     secure = config.server.startswith("https:")
     connector = aiohttp.TCPConnector(
         limit=kopf_connection_limit(memo.settings.namespaces),
@@ -101,7 +103,7 @@ async def login(memo: OperatorContext, **_: Any) -> kopf.AiohttpSession:
     )
     session = aiohttp.ClientSession(
         connector=connector,
-        headers={"Authorization": f"Bearer {token}"} if token else None,
+        headers={"Authorization": authorization} if authorization else None,
     )
     return kopf.AiohttpSession(
         aiohttp_session=session, server=config.server, default_namespace=config.namespace

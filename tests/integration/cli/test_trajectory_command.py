@@ -18,6 +18,7 @@ from sandfleet.cli.trajectory import service_proxy_path
 from sandfleet.operator.http_api import RunningHttpServer, build_http_app, serve_http
 from sandfleet.operator.trajectory_store import DirectoryTrajectoryStore
 from tests.integration.cli.harness import cli_environment, run_cli
+from tests.support.kube_exec_plugin import ExecPlugin, write_kubeconfig
 
 pytestmark = pytest.mark.integration
 
@@ -298,3 +299,50 @@ async def test_render_prints_the_run_as_a_trace_and_its_summary(
     assert any(line.startswith("    ← ") and "exit 0" in line for line in lines)
     assert any(line.startswith("stop reason submitted") for line in lines)
     assert saved.read_bytes() == SHIPPED.read_bytes()
+
+
+async def test_through_the_api_server_an_exec_plugin_kubeconfig_authenticates(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The API server is a stand-in on 127.0.0.1 (a real one: tests/cluster) that serves the
+    service-proxy path only to the plugin's token; the CLI fetches through KubeClient."""
+    from aiohttp import web
+
+    plugin = ExecPlugin(tmp_path)
+    seen: list[str | None] = []
+    body = b'{"kind": "meta", "task_id": "s1"}\n'
+
+    async def proxy(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization"))
+        if request.headers.get("Authorization") != "Bearer exec-token-1":
+            return web.json_response({"kind": "Status", "code": 401}, status=401)
+        return web.Response(body=body, headers={"X-Sandfleet-Run-Uid": UID_NEW})
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", proxy)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        server = f"http://127.0.0.1:{runner.addresses[0][1]}"
+        config = write_kubeconfig(tmp_path / "kubeconfig", server=server, user=plugin.user())
+        result = await run_cli(
+            "trajectory", "s1", "-n", "team-a", env={**env, "KUBECONFIG": str(config)},
+            cwd=tmp_path,
+        )  # fmt: skip
+        plugin.set("mode", "fail")
+        failed = await run_cli(
+            "trajectory", "s1", env={**env, "KUBECONFIG": str(config)}, cwd=tmp_path
+        )
+    finally:
+        await runner.cleanup()
+
+    assert result.returncode == 0, result
+    assert result.stdout.encode() == body
+    assert seen == ["Bearer exec-token-1"]
+    assert failed.returncode == 2, failed
+    assert failed.stderr.strip().splitlines() == [
+        "error: no usable Kubernetes configuration: kubeconfig context 'test': "
+        "exec: process returned 3. the token service said no"
+    ]

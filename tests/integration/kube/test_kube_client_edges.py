@@ -274,10 +274,15 @@ async def test_a_watch_answered_with_410_raises_watch_expired(
     assert "allowWatchBookmarks" not in server.requests[0].query
 
 
-async def test_each_request_sends_the_current_contents_of_the_token_file(
+async def test_a_token_file_is_read_again_when_the_server_rejects_the_old_token(
     server: FakeApiServer, tmp_path: Path
 ) -> None:
     async def handler(request: web.Request) -> web.Response:
+        if (
+            request.headers["Authorization"] == "Bearer first"
+            and token_file.read_text() != "first\n"
+        ):
+            return web.json_response({"kind": "Status", "code": 401}, status=401)
         return web.json_response({})
 
     server.handler = handler
@@ -291,5 +296,6 @@ async def test_each_request_sends_the_current_contents_of_the_token_file(
 
     assert [r.headers["Authorization"] for r in server.requests] == [
         "Bearer first",
+        "Bearer first",  # cached for a minute, like client-go; the 401 makes it read again
         "Bearer second-after-rotation",
     ]

@@ -11,6 +11,8 @@ import yaml
 
 from sandfleet.cluster.gateway_target import GATEWAY_EXTENSION, resolve_gateway
 from sandfleet.errors import GatewayConfigError
+from sandfleet.kube import credentials
+from tests.support.kube_exec_plugin import ExecPlugin
 
 PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"
 
@@ -116,7 +118,11 @@ def test_the_kubeconfig_extension_and_the_contexts_token(tmp_path: Path) -> None
     assert again.tls is not None and again.tls.root_certificates == PEM.encode() + b"\n"
 
 
-def test_a_token_file_of_the_kubeconfig_user_is_read(tmp_path: Path) -> None:
+def test_a_token_file_of_the_kubeconfig_user_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Token files are read again each minute (as client-go does): here every call is later.
+    monkeypatch.setattr(credentials, "REREAD_PERIOD_S", 0.0)
     token_file = tmp_path / "sa-token"
     token_file.write_text("from-file\n")
     path = kubeconfig(tmp_path, extension={"address": "gw:1"}, user={"tokenFile": str(token_file)})
@@ -129,6 +135,39 @@ def test_a_token_file_of_the_kubeconfig_user_is_read(tmp_path: Path) -> None:
     assert target.current_token() == "rotated"
     explicit = resolve_gateway(token="given", environ=environ(tmp_path), kubeconfig=path)
     assert explicit.current_token() == "given"
+
+
+def test_an_exec_plugin_user_gets_the_plugins_token_and_its_renewals(tmp_path: Path) -> None:
+    plugin = ExecPlugin(tmp_path)
+    path = kubeconfig(tmp_path, extension={"address": "gw:1"}, user=plugin.user())
+
+    target = resolve_gateway(environ=environ(tmp_path), kubeconfig=path)
+
+    assert target.token == target.current_token() == "exec-token-1"
+    assert plugin.runs == 1  # valid for an hour: each claim reuses it
+    plugin.set("token", "renewed")
+    plugin.set("expires_in", 3600)
+    assert target.current_token() == "exec-token-1"
+
+
+def test_an_exec_plugin_token_near_expiry_is_renewed_for_the_next_claim(tmp_path: Path) -> None:
+    plugin = ExecPlugin(tmp_path)
+    plugin.set("expires_in", 1)
+    path = kubeconfig(tmp_path, extension={"address": "gw:1"}, user=plugin.user())
+
+    target = resolve_gateway(environ=environ(tmp_path), kubeconfig=path)
+    plugin.set("token", "renewed")
+
+    assert target.current_token() == "renewed"
+
+
+def test_a_failing_exec_plugin_is_named_when_the_gateway_needs_its_token(tmp_path: Path) -> None:
+    plugin = ExecPlugin(tmp_path)
+    plugin.set("mode", "fail")
+    path = kubeconfig(tmp_path, extension={"address": "gw:1"}, user=plugin.user())
+
+    with pytest.raises(GatewayConfigError, match="the token service said no"):
+        resolve_gateway("gw:1", environ=environ(tmp_path), kubeconfig=path)
 
 
 def test_no_address_anywhere_names_the_three_ways(tmp_path: Path) -> None:

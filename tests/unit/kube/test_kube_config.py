@@ -1,5 +1,6 @@
 """KubeConfig from kubeconfig files (inline data, file references, tokens, contexts, merges)
-and from a pod's service account directory, all built in tmp_path."""
+and from a pod's service account directory, all built in tmp_path and read through
+kubernetes_asyncio's loaders (exec plugins and OIDC: test_kube_credentials.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 import yaml
 
 from sandfleet.kube import KubeConfig, KubeConfigError
+from sandfleet.kube.credentials import LoadedCredentials
 
 # A throwaway self-signed certificate and its key, made for these tests only (valid to 2126).
 CERT_PEM = b"""-----BEGIN CERTIFICATE-----
@@ -87,9 +89,9 @@ def test_the_current_context_gives_server_token_namespace_and_inline_ca(tmp_path
 
     assert config.server == "https://dev.example:6443"  # trailing slash dropped
     assert config.bearer_token() == "alice-token"
-    assert config.token == "alice-token"
     assert config.namespace == "team-a"
-    assert config.certificate_authority == CERT_PEM
+    assert config.ca_file is not None
+    assert Path(config.ca_file).read_bytes() == CERT_PEM  # the library's private copy
     assert config.context == "dev"
     assert not config.insecure_skip_tls_verify
 
@@ -132,8 +134,8 @@ def test_inline_client_certificate_data_builds_a_verifying_tls_context(tmp_path:
     )
     config = KubeConfig.load(write(tmp_path / "config", document))
 
-    assert config.client_certificate == CERT_PEM
-    assert config.client_key == KEY_PEM
+    assert config.client_cert_file and Path(config.client_cert_file).read_bytes() == CERT_PEM
+    assert config.client_key_file and Path(config.client_key_file).read_bytes() == KEY_PEM
     assert config.bearer_token() is None
     context = config.ssl_context()  # loads the chain: fails if the PEM pair were mangled
     assert context.verify_mode == ssl.CERT_REQUIRED
@@ -162,9 +164,9 @@ def test_file_references_are_read_relative_to_the_kubeconfig(tmp_path: Path) -> 
     )
     config = KubeConfig.load(write(tmp_path / "kube" / "config", document))
 
-    assert config.certificate_authority == CERT_PEM
-    assert config.client_certificate == CERT_PEM
-    assert config.client_key == KEY_PEM
+    assert config.ca_file == str(pki / "ca.crt")
+    assert config.client_cert_file == str(pki / "admin.crt")
+    assert config.client_key_file == str(pki / "admin.key")
     config.ssl_context()
 
 
@@ -176,11 +178,13 @@ def test_a_missing_referenced_file_is_named_in_the_error(tmp_path: Path) -> None
         current="x",
     )
 
-    with pytest.raises(KubeConfigError, match=r"certificate-authority .*nowhere/ca\.crt"):
+    with pytest.raises(KubeConfigError, match=r"context 'x': .*nowhere/ca\.crt"):
         KubeConfig.load(write(tmp_path / "config", document))
 
 
 def test_a_token_file_is_read_again_after_it_rotates(tmp_path: Path) -> None:
+    """Like client-go, a tokenFile is cached for a period (reread_period_s, a minute) and
+    read again after it or at once after a 401 (refresh=True)."""
     token_file = tmp_path / "token"
     token_file.write_text("first-token\n")
     document = kubeconfig(
@@ -190,15 +194,19 @@ def test_a_token_file_is_read_again_after_it_rotates(tmp_path: Path) -> None:
         current="x",
     )
     config = KubeConfig.load(write(tmp_path / "config", document))
-    assert config.token_file == token_file
-    assert config.bearer_token() == "first-token"
+    assert config.bearer_token() == "first-token"  # stripped of its newline
 
     # kubelet rotates projected tokens by writing a new file and renaming it into place.
     replacement = tmp_path / "token.new"
     replacement.write_text("second-token-longer\n")
     os.replace(replacement, token_file)
 
-    assert config.bearer_token() == "second-token-longer"
+    assert config.bearer_token() == "first-token"  # within the period: not read again
+    assert config.bearer_token(refresh=True) == "second-token-longer"  # what a 401 does
+    token_file.write_text("third-token")
+    assert isinstance(config.auth, LoadedCredentials)
+    config.auth.reread_period_s = 0.0  # the period has passed
+    assert config.bearer_token() == "third-token"
 
 
 def test_an_inline_token_wins_over_a_token_file(tmp_path: Path) -> None:
@@ -211,18 +219,6 @@ def test_an_inline_token_wins_over_a_token_file(tmp_path: Path) -> None:
     )
 
     assert KubeConfig.load(write(tmp_path / "config", document)).bearer_token() == "inline"
-
-
-def test_exec_plugins_are_refused_with_a_readable_reason(tmp_path: Path) -> None:
-    document = kubeconfig(
-        clusters={"c": {"server": "https://k"}},
-        users={"u": {"exec": {"command": "aws", "apiVersion": "client.authentication.k8s.io/v1"}}},
-        contexts={"x": {"cluster": "c", "user": "u"}},
-        current="x",
-    )
-
-    with pytest.raises(KubeConfigError, match="exec plugin, which is not supported"):
-        KubeConfig.load(write(tmp_path / "config", document))
 
 
 def test_kubeconfig_env_files_merge_with_the_first_definition_winning(tmp_path: Path) -> None:
@@ -287,10 +283,10 @@ def test_in_cluster_reads_the_service_account_directory(tmp_path: Path) -> None:
 
     assert config.server == "https://10.96.0.1:443"
     assert config.namespace == "sandfleet-system"
-    assert config.certificate_authority == CERT_PEM
+    assert config.ca_file == str(directory / "ca.crt")
     assert config.bearer_token() == "sa-token-1"
     (directory / "token").write_text("sa-token-2-rotated")
-    assert config.bearer_token() == "sa-token-2-rotated"
+    assert config.bearer_token(refresh=True) == "sa-token-2-rotated"
 
 
 def test_in_cluster_brackets_an_ipv6_service_host_and_defaults_the_namespace(
@@ -308,9 +304,9 @@ def test_in_cluster_brackets_an_ipv6_service_host_and_defaults_the_namespace(
 def test_in_cluster_outside_a_pod_says_so(tmp_path: Path) -> None:
     directory = service_account_dir(tmp_path)
 
-    with pytest.raises(KubeConfigError, match="not running in a pod"):
+    with pytest.raises(KubeConfigError, match="service account: Service host/port is not set"):
         KubeConfig.in_cluster(directory, environ={})
-    with pytest.raises(KubeConfigError, match="no service account token"):
+    with pytest.raises(KubeConfigError, match="Service token file does not exist"):
         KubeConfig.in_cluster(tmp_path / "elsewhere", environ=IN_CLUSTER_ENV)
 
 
@@ -322,3 +318,26 @@ def test_load_falls_back_to_in_cluster_when_no_kubeconfig_exists(tmp_path: Path)
 
     assert config.server == "https://10.96.0.1:443"
     assert config.bearer_token() == "sa-token-1"
+
+
+def test_a_missing_kubeconfig_file_or_a_broken_one_is_one_clear_line(tmp_path: Path) -> None:
+    with pytest.raises(KubeConfigError, match=r"kubeconfig .*nowhere\.yaml does not exist"):
+        KubeConfig.load(tmp_path / "nowhere.yaml")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("clusters: [unclosed\n")
+    with pytest.raises(KubeConfigError, match="cannot read the kubeconfig") as caught:
+        KubeConfig.load(broken)
+    assert "\n" not in str(caught.value)
+
+
+def test_the_gateway_extension_of_the_context_cluster_is_kept(tmp_path: Path) -> None:
+    document = two_contexts()
+    document["clusters"][0]["cluster"]["extensions"] = [
+        {"name": "sandfleet.dev/gateway", "extension": {"address": "gw.example:443"}}
+    ]
+    path = write(tmp_path / "config", document)
+
+    assert KubeConfig.load(path).cluster_extensions == {
+        "sandfleet.dev/gateway": {"address": "gw.example:443"}
+    }
+    assert KubeConfig.load(path, context="prod").cluster_extensions == {}

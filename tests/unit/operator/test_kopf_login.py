@@ -3,14 +3,18 @@
 A real HTTP server on 127.0.0.1 counts the client connections a burst of concurrent requests
 opens: through kopf's own session (built from ConnectionInfo) every concurrent request opens
 one — the operator's memory growth per session — and through the session our login hands
-kopf at most `kopf_connection_limit` do. The OperatorContext is a stand-in (only `kube.config`
-and `settings.namespaces` are read), declared as such below.
+kopf at most `kopf_connection_limit` do. The session authenticates through the same
+kubernetes_asyncio credentials as the operator's client: an exec plugin kubeconfig gives kopf
+the plugin's token, fetched afresh at each login (kopf logs in again after a 401). The
+OperatorContext is a stand-in (only `kube.config` and `settings.namespaces` are read),
+declared as such below.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -22,6 +26,7 @@ from kopf._cogs.clients.auth import APIContext
 
 from sandfleet.kube.config import KubeConfig
 from sandfleet.operator.handlers import KOPF_REQUEST_CONNECTIONS, kopf_connection_limit, login
+from tests.support.kube_exec_plugin import ExecPlugin, write_kubeconfig
 
 BURST = 120
 
@@ -66,9 +71,9 @@ async def _burst(session: aiohttp.ClientSession, url: str) -> None:
     await asyncio.gather(*(one(i) for i in range(BURST)))
 
 
-def _memo(url: str, namespaces: list[str]) -> Any:
+def _memo(url: str, namespaces: list[str], config: KubeConfig | None = None) -> Any:
     """Stand-in for OperatorContext: login reads only kube.config and settings.namespaces."""
-    config = KubeConfig(server=url, token="operator-token")
+    config = config or KubeConfig(server=url, token="operator-token")
     return SimpleNamespace(
         kube=SimpleNamespace(config=config), settings=SimpleNamespace(namespaces=namespaces)
     )
@@ -106,3 +111,21 @@ async def test_the_login_session_bounds_kopfs_connections(server: CountingServer
 def test_the_bound_leaves_room_for_every_watch_stream_and_the_requests() -> None:
     assert kopf_connection_limit([]) == 3 + 2 + KOPF_REQUEST_CONNECTIONS
     assert kopf_connection_limit(["a", "b", "c"]) == 9 + 2 + KOPF_REQUEST_CONNECTIONS
+
+
+async def test_each_login_hands_kopf_a_fresh_token_from_the_exec_plugin(
+    server: CountingServer, tmp_path: Path
+) -> None:
+    plugin = ExecPlugin(tmp_path)
+    path = write_kubeconfig(tmp_path / "config", server=server.url, user=plugin.user())
+    config = await asyncio.to_thread(KubeConfig.load, path)  # run 1, as the operator starts
+    handler = cast(Callable[..., Awaitable[object]], login)
+
+    for _ in range(2):  # the first login, then the one kopf makes after a 401
+        credentials = await handler(memo=_memo(server.url, [], config))
+        assert isinstance(credentials, kopf.AiohttpSession)
+        async with credentials.aiohttp_session as session:
+            await _burst(session, server.url)
+
+    assert server.authorizations == {"Bearer exec-token-2", "Bearer exec-token-3"}
+    assert plugin.runs == 3
