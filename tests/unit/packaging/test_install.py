@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from tests.support.scripted_openai import Reply, ScriptedOpenAIServer, bash, submit
 
@@ -45,7 +46,10 @@ def _pins() -> dict[str, str]:
 
 def _base_dependencies() -> dict[str, Requirement]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return {Requirement(line).name: Requirement(line) for line in project["dependencies"]}
+    return {
+        canonicalize_name(Requirement(line).name): Requirement(line)
+        for line in project["dependencies"]
+    }
 
 
 def _third_party_imports(packages: tuple[Path, ...]) -> set[str]:
@@ -95,7 +99,7 @@ def test_the_user_install_needs_no_extra_for_the_cli_and_the_sdk() -> None:
         if path.name not in {"operator", "gateway"} and (path.is_dir() or path.suffix == ".py")
     )
     needed = {
-        dist.lower()
+        canonicalize_name(dist)
         for name in _third_party_imports(packages) - extras_only
         for dist in distributions.get(name, [name])
     }
