@@ -89,7 +89,7 @@ def settings_from_arguments(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from sandfleet.cli import batch, export_rows, replay, run, trajectory
+    from sandfleet.cli import batch, export_rows, replay, run, runs, trajectory
     from sandfleet.cli import eval as eval_cli
 
     parser = argparse.ArgumentParser(
@@ -109,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="run one task in a fresh sandbox (local, or on Kubernetes through the gateway)",
         description="Run one task: a prompt, a prompt file, or a seed-format task folder\n"
         "(prompt.txt, optional prompt_config.yaml and input/). Results go to\n"
-        "<results-dir>/<task-id>/: output/, trajectory.jsonl, result.json.",
+        "<results-dir>/<run-id>/ (run id: task id + UTC start time; earlier runs are kept):\n"
+        "output/, trajectory.jsonl, result.json. List runs with `sandfleet runs`.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -156,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     trajectory_parser = commands.add_parser(
         "trajectory",
         parents=[common],
-        help="fetch a cluster session's trajectory (JSON Lines) from the operator",
+        help="a cluster session's trajectory (JSON Lines) from the operator, or a local file",
         description="Write the trajectory of the SandboxSession NAME (its latest run, or --uid)\n"
         "as JSON Lines to stdout or -o FILE; --render prints a readable trace instead.",
         epilog=trajectory.EPILOG,
@@ -165,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     trajectory.add_arguments(trajectory_parser)
     trajectory_parser.set_defaults(handler=trajectory.trajectory_command)
     export_rows.register(commands, parents=[common])
+    runs.register(commands, parents=[common])
     return parser
 
 

@@ -62,15 +62,20 @@ def observation_summary(output: str) -> str:
 class TraceRenderer:
     """Prints a run's events as they happen: turn, model text, tool call, short observation.
 
-    Dynamic text is put into Text objects, never into markup, so a model's "[red]" or a
-    command's brackets print verbatim.
+    With `full`, observations are printed whole, line by line, below their header line
+    (`sandfleet show --full`). Dynamic text is put into Text objects, never into markup, so
+    a model's "[red]" or a command's brackets print verbatim.
     """
 
-    def __init__(self, console: Console, *, prefix: str = "") -> None:
+    def __init__(self, console: Console, *, prefix: str = "", full: bool = False) -> None:
         self._console = console
         self._prefix = prefix
+        self._full = full
 
     def __call__(self, event: AgentEvent) -> None:
+        if self._full and isinstance(event, ObservationReceived):
+            self._print_full_observation(event)
+            return
         line = self._line(event)
         if line is not None:
             # One terminal line per event: the trajectory has the full text.
@@ -79,6 +84,13 @@ class TraceRenderer:
                 no_wrap=True,
                 overflow="ellipsis",
             )
+
+    def _print_full_observation(self, event: ObservationReceived) -> None:
+        header = Text.assemble(("    ← ", "dim"), (f"{event.tool_s:.2f}s ", "dim"), event.name)
+        self._console.print(Text(self._prefix) + header, no_wrap=True, overflow="ellipsis")
+        for line in event.output.splitlines() or [""]:
+            # soft_wrap: a long line stays one line (the terminal folds it), never cut.
+            self._console.print(Text(self._prefix + "      ") + Text(line), soft_wrap=True)
 
     def _line(self, event: AgentEvent) -> Text | None:
         if isinstance(event, TurnStarted):
