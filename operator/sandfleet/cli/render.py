@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import collections
 import re
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
@@ -15,6 +17,7 @@ from sandfleet.agent import (
     AgentEvent,
     ModelReplied,
     ObservationReceived,
+    RunFinished,
     StopReason,
     ToolCalled,
     TurnStarted,
@@ -63,16 +66,48 @@ class TraceRenderer:
     """Prints a run's events as they happen: turn, model text, tool call, short observation.
 
     With `full`, observations are printed whole, line by line, below their header line
-    (`sandfleet show --full`). Dynamic text is put into Text objects, never into markup, so
-    a model's "[red]" or a command's brackets print verbatim.
+    (`sandfleet show --full`). With `show_waiting` on an interactive terminal, a ticking
+    "waiting for the model 12s" line stands below the trace while a model call is in flight
+    (transient: erased when the reply comes); elsewhere nothing extra is printed. Only one
+    such live line may exist per console, so `batch --trace` does not ask for it. Dynamic
+    text is put into Text objects, never into markup, so a model's "[red]" or a command's
+    brackets print verbatim.
     """
 
-    def __init__(self, console: Console, *, prefix: str = "", full: bool = False) -> None:
+    def __init__(
+        self,
+        console: Console,
+        *,
+        prefix: str = "",
+        full: bool = False,
+        show_waiting: bool = False,
+    ) -> None:
         self._console = console
         self._prefix = prefix
         self._full = full
+        self._show_waiting = show_waiting and console.is_interactive
+        self._waiting: Live | None = None
+
+    def close(self) -> None:
+        """Take down the waiting line, if any (the run ended or was interrupted)."""
+        if self._waiting is not None:
+            self._waiting.stop()
+            self._waiting = None
 
     def __call__(self, event: AgentEvent) -> None:
+        self.close()
+        try:
+            self._print(event)
+        finally:
+            if self._show_waiting and isinstance(event, TurnStarted):
+                self._waiting = Live(
+                    ModelWait(), console=self._console, transient=True, refresh_per_second=4
+                )
+                self._waiting.start()
+
+    def _print(self, event: AgentEvent) -> None:
+        if isinstance(event, RunFinished):
+            return
         if self._full and isinstance(event, ObservationReceived):
             self._print_full_observation(event)
             return
@@ -107,6 +142,16 @@ class TraceRenderer:
                 shorten(observation_summary(event.output), _OBSERVATION_CHARS),
             )
         return None  # RunFinished and silent replies: the summary follows the run
+
+
+class ModelWait:
+    """A renderable that reads the clock each time it is drawn: `waiting for the model 12s`."""
+
+    def __init__(self) -> None:
+        self._since = time.monotonic()
+
+    def __rich__(self) -> Text:
+        return Text(f"  … waiting for the model {time.monotonic() - self._since:.0f}s", "dim")
 
 
 def print_run_summary(console: Console, outcome: TaskOutcome) -> None:

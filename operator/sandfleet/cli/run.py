@@ -154,7 +154,7 @@ def run_command(args: argparse.Namespace, settings: Settings, console: Console) 
         return ExitCode.USAGE
     if show_trace:
         _print_header(console, spec, config, folder)
-    renderer = TraceRenderer(console) if show_trace else None
+    renderer = TraceRenderer(console, show_waiting=True) if show_trace else None
     outcome = run_until_interrupted(
         _run(
             spec,
@@ -196,6 +196,8 @@ async def _run(
             gateway=gateway, folder=folder,
         )  # fmt: skip
     finally:
+        if renderer is not None:
+            renderer.close()
         await model.aclose()
 
 

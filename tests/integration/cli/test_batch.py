@@ -183,7 +183,7 @@ async def test_sandboxes_that_cannot_start_become_failed_lines_not_a_crash(
     result = await run_cli(
         "batch", str(tasks), "--out", str(tmp_path / "results.jsonl"),
         "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
-        "--state-dir", str(not_a_directory),
+        "--state-dir", str(not_a_directory), "--no-preflight",
         env=cli_environment(tmp_path / "home"), cwd=tmp_path,
     )  # fmt: skip
 
