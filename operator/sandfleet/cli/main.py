@@ -29,6 +29,7 @@ Run LLM agents inside lightweight local sandboxes.
   sandfleet batch tasks.jsonl --out results.jsonl --concurrency 8 --model M --base-url URL
   sandfleet eval examples/bench/arithmetic --samples 3 --model M --base-url URL
   sandfleet replay examples/trajectories/sales_by_region.jsonl
+  sandfleet runs                      # local runs, newest first; `sandfleet show RUN --full`
 """
 
 _EPILOG = """\
@@ -123,7 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="run many tasks from a JSON Lines file, resumably",
         description='Run every task of TASKS.jsonl ({"id", "prompt", "files"?, "task_dir"?} '
         "per line),\nappending one result line per task to --out as it finishes.\n"
-        "Re-running the same command skips ids already in --out.",
+        "Re-running the same command skips ids already in --out. Before the first task, one\n"
+        "GET <base-url>/models checks the endpoint (exit 3 if it cannot be used).",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

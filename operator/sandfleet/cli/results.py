@@ -54,7 +54,8 @@ class ExitCode(enum.IntEnum):
     USAGE = 2
     """Bad flags, settings, task input or trajectory file (argparse uses 2 as well)."""
     MODEL_ERROR = 3
-    """The model endpoint failed or rejected the request."""
+    """The model endpoint failed or rejected the request; batch: the endpoint check before
+    the first task failed, the first tasks (--fail-fast) or every task hit model errors."""
     SANDBOX_ERROR = 4
     """The sandbox could not start or was lost."""
     CANCELLED = 130
