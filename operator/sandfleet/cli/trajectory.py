@@ -157,8 +157,9 @@ def trajectory_command(args: argparse.Namespace, settings: Settings, console: Co
 
 
 def _is_local_file(name: str) -> bool:
-    # A session name is a DNS label: never a path with a slash or a .jsonl suffix.
-    return Path(name).is_file() or "/" in name or name.endswith(".jsonl")
+    # A session name is a DNS label: never a .jsonl file name. Any other name that is no
+    # file goes on to the name check ("invalid name" for a path that does not exist).
+    return Path(name).is_file() or name.endswith(".jsonl")
 
 
 def _local_file(args: argparse.Namespace, console: Console, errors: Console) -> int:
