@@ -74,7 +74,8 @@ def read_run(folder: Path) -> RunEntry | None:
 
 def resolve_run(results_dir: Path, name: str) -> Path:
     """The trajectory file `name` means: a trajectory file, a run folder, a run id under
-    results_dir, or a unique prefix of one. Raises RunNotFoundError saying why not."""
+    results_dir, a task id (its newest run), or a unique prefix of a run id. Raises
+    RunNotFoundError saying why not."""
     path = Path(name)
     if path.is_file():
         return path
@@ -82,7 +83,8 @@ def resolve_run(results_dir: Path, name: str) -> Path:
         return path / TRAJECTORY_FILE
     runs = list_runs(results_dir)
     exact = [run for run in runs if run.run_id == name]
-    matches = exact or [run for run in runs if run.run_id.startswith(name)]
+    newest_of_task = [run for run in runs if run.task_id == name][:1]  # runs: newest first
+    matches = exact or newest_of_task or [run for run in runs if run.run_id.startswith(name)]
     if not matches:
         raise RunNotFoundError(
             f"no run {name!r} in {results_dir} (list them with `sandfleet runs`)"

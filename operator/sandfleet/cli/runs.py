@@ -42,7 +42,8 @@ def register(commands: Any, *, parents: Sequence[argparse.ArgumentParser]) -> No
         parents=list(parents),
         help="print a local run's trace (turns, tool calls, observations, result)",
         description="Render a run's trajectory. RUN is a run id (see `sandfleet runs`), a "
-        "unique\nprefix of one, a run folder or a trajectory.jsonl file.",
+        "task id (its newest run), a unique prefix of a run id, a run folder or a "
+        "trajectory.jsonl file.",
     )
     show_parser.add_argument("run", metavar="RUN")
     _add_results_dir(show_parser)

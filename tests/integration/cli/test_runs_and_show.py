@@ -80,6 +80,9 @@ async def test_a_failing_rerun_keeps_the_earlier_run_and_both_can_be_listed_and_
     assert whole not in short.stdout  # one line per observation, cut
     assert whole in full.stdout  # the whole observation
 
+    newest = await run_cli("show", "sales", "--results-dir", str(results), env=env, cwd=tmp_path)
+    assert newest.returncode == 0 and "model_error" in newest.stdout, newest  # the rerun
+
     ambiguous = await run_cli(
         "show", "sales-", "--results-dir", str(results), env=env, cwd=tmp_path
     )
