@@ -142,7 +142,8 @@ async def record(out: Path) -> dict[str, Any]:
             output, _ = await process.communicate()
         if process.returncode != 0:
             raise SystemExit(f"the run failed (exit {process.returncode}):\n{output.decode()}")
-        results = workdir / "sandfleet-results" / TASK.name
+        # The run's folder is <task>-<UTC time>; the scratch folder holds this one run only.
+        (results,) = (workdir / "sandfleet-results").glob(f"{TASK.name}-*")
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(results / "trajectory.jsonl", out)
         outcome: dict[str, Any] = json.loads((results / "result.json").read_text())

@@ -13,7 +13,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.integration.cli.harness import CliResult, cli_command, cli_environment, read_jsonl
+from tests.integration.cli.harness import (
+    CliResult,
+    cli_command,
+    cli_environment,
+    read_jsonl,
+    run_folders,
+)
 from tests.model.model_server import ModelServer
 
 RUN_TIMEOUT_S = 900.0
@@ -61,7 +67,9 @@ async def run_with_model(
         raise
     assert process.returncode is not None
     cli = CliResult(process.returncode, stdout.decode(), stderr.decode())
-    folder = tmp_path / "results" / task_id
+    folders = run_folders(tmp_path / "results", task_id)
+    assert folders, f"no run folder\n{cli}"
+    folder = folders[-1]  # this run: the newest of the task's
     result_file = folder / "result.json"
     assert result_file.is_file(), f"no result.json\n{cli}"
     return RealRun(

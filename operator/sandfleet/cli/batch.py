@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import time
 from collections.abc import Mapping, Sequence
@@ -11,19 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.text import Text
 
-from sandfleet.agent import AgentConfig, Model, openai_model
+from sandfleet.agent import AgentConfig, Model, StopReason, openai_model
+from sandfleet.cli.batch_display import BatchProgress, BatchStats, eta_text, json_line
 from sandfleet.cli.batch_files import (
     BatchFileError,
     ResultsLog,
@@ -40,8 +32,8 @@ from sandfleet.cli.execution import (
     system_prompt_notices,
 )
 from sandfleet.cli.interrupts import run_until_interrupted
-from sandfleet.cli.pace import Pace
-from sandfleet.cli.render import TraceRenderer, batch_summary_table, finished_task_line
+from sandfleet.cli.preflight import EndpointUnusableError, check_endpoint
+from sandfleet.cli.render import TraceRenderer, batch_summary_table
 from sandfleet.cli.results import ExitCode, RunFailure, TaskOutcome
 from sandfleet.cli.run import add_gateway_argument, add_session_target_arguments
 from sandfleet.logs import get_logger
@@ -52,6 +44,9 @@ if TYPE_CHECKING:
     from sandfleet.cluster.gateway_target import GatewayTarget
 
 log = get_logger(__name__)
+
+DEFAULT_FAIL_FAST = 3
+_TICK_S = 1.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,9 +68,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="on resume, run again the ids whose last result failed (model_error, "
         "sandbox_lost, launch_failed, invalid_task, internal_error, cancelled)",
     )  # fmt: skip
-    parser.add_argument(
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument(
         "--trace", action="store_true", help="print every task's turns and tool calls"
     )
+    output.add_argument(
+        "--json", dest="as_json", action="store_true",
+        help='machine-readable progress on stdout: one JSON object per line ("event": '
+        '"start", "task" per finished task, "stopped", "summary")',
+    )  # fmt: skip
+    parser.add_argument(
+        "--fail-fast", dest="fail_fast", type=int, default=DEFAULT_FAIL_FAST, metavar="N",
+        help="stop starting tasks when the first N tasks all end in model_error "
+        f"(default {DEFAULT_FAIL_FAST}; 0: never)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--no-preflight", dest="preflight", action="store_false",
+        help="skip the check that the model endpoint answers (GET <base-url>/models) "
+        "before any task starts",
+    )  # fmt: skip
     cluster = parser.add_argument_group(
         "kubernetes backend",
         "--backend kubernetes claims each task's sandbox through the sandfleet gateway and "
@@ -85,14 +96,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         cluster, runs="the tasks", sandboxes="the sandboxes", api_key_secret=False
     )
     add_gateway_argument(cluster)
-
-
-@dataclasses.dataclass(slots=True)
-class _SessionStats(Pace):
-    """What this invocation did (a resumed batch counts only its own tasks)."""
-
-    submitted: int = 0
-    failed: int = 0
 
 
 def batch_command(args: argparse.Namespace, settings: Settings, console: Console) -> int:
@@ -110,10 +113,27 @@ def batch_command(args: argparse.Namespace, settings: Settings, console: Console
         errors.print(Text.assemble(("warning: ", "yellow"), notice))
     skip = ids_to_skip(previous, retry_failed=args.retry_failed)
     todo = [line for line in lines if line["id"] not in skip]
-    console.print(
-        f"{plural(len(lines), 'task')}: {len(lines) - len(todo)} already in {args.out}, "
-        f"{len(todo)} to run, {min(settings.concurrency, max(len(todo), 1))} at a time"
-    )
+    if todo and args.preflight:
+        failure = _preflight(config)
+        if failure == "":
+            errors.print("interrupted")
+            return ExitCode.CANCELLED
+        if failure is not None:
+            errors.print(Text.assemble(("error: ", "red"), failure))
+            if args.as_json:
+                json_line(console, "stopped", reason="preflight", error=failure, started=0)
+            return ExitCode.MODEL_ERROR
+    concurrency = min(settings.concurrency, max(len(todo), 1))
+    if args.as_json:
+        json_line(
+            console, "start", total=len(lines), skipped=len(lines) - len(todo), todo=len(todo),
+            concurrency=concurrency,
+        )  # fmt: skip
+    else:
+        console.print(
+            f"{plural(len(lines), 'task')}: {len(lines) - len(todo)} already in {args.out}, "
+            f"{len(todo)} to run, {concurrency} at a time"
+        )
     batch = _Batch(
         base_dir=args.tasks.parent,
         config=config,
@@ -121,21 +141,71 @@ def batch_command(args: argparse.Namespace, settings: Settings, console: Console
         results_log=results_log,
         console=console,
         trace=args.trace,
+        as_json=args.as_json,
+        fail_fast=args.fail_fast,
         gateway=gateway,
+        stats=BatchStats(todo=len(todo), concurrency=concurrency),
     )
-    if todo and run_until_interrupted(batch.run(todo)) is None:
+    interrupted = bool(todo) and run_until_interrupted(batch.run(todo)) is None
+    if interrupted and not args.as_json:
         message = f"interrupted: run the same command again to resume ({args.out})"
         console.print(Text(message, style="yellow"))
+    if batch.stopped is not None:
+        errors.print(Text.assemble(("stopped: ", "red"), batch.stopped))
     recorded = latest_outcomes(results_log.load())
     outcomes = [recorded[line["id"]] for line in lines if line["id"] in recorded]
-    if outcomes:
-        stats = batch.stats
+    code = batch_exit_code(outcomes, total=len(lines), stopped=batch.stopped is not None)
+    stats = batch.stats
+    if args.as_json:
+        if batch.stopped is not None:
+            json_line(console, "stopped", reason="fail_fast", error=batch.stopped,
+                      started=stats.finished + len(stats.running))  # fmt: skip
+        json_line(console, "summary", **_summary(outcomes, len(lines), stats, code))
+    elif outcomes:
         console.print(
             batch_summary_table(outcomes, ran_now=stats.finished, elapsed_s=stats.elapsed_s)
         )
-    if len(outcomes) < len(lines):
+    return code
+
+
+def batch_exit_code(outcomes: list[TaskOutcome], *, total: int, stopped: bool) -> ExitCode:
+    """0 every task submitted; 3 the model endpoint failed every task, or the batch stopped
+    because the first tasks all hit model errors; 130 tasks left unrun; else 1."""
+    if stopped or (outcomes and all(o.stop_reason == StopReason.MODEL_ERROR for o in outcomes)):
+        return ExitCode.MODEL_ERROR
+    if len(outcomes) < total:
         return ExitCode.CANCELLED
     return ExitCode.OK if all(outcome.submitted for outcome in outcomes) else ExitCode.NOT_SUBMITTED
+
+
+def _preflight(config: AgentConfig) -> str | None:
+    """None when the endpoint answered; else why the batch must not start ("" when the
+    check itself was interrupted)."""
+    try:
+        status = run_until_interrupted(check_endpoint(config.base_url, config.api_key))
+    except EndpointUnusableError as error:
+        return f"{error}; no task was started (skip this check with --no-preflight)"
+    if status is None:
+        return ""
+    log.debug("batch_preflight_passed", status=status)
+    return None
+
+
+def _summary(
+    outcomes: list[TaskOutcome], total: int, stats: BatchStats, code: ExitCode
+) -> dict[str, Any]:
+    by_reason: dict[str, int] = {}
+    for outcome in outcomes:
+        by_reason[outcome.stop_reason] = by_reason.get(outcome.stop_reason, 0) + 1
+    return {
+        "total": total,
+        "recorded": len(outcomes),
+        "submitted": sum(o.submitted for o in outcomes),
+        "by_stop_reason": by_reason,
+        "ran_now": stats.finished,
+        "elapsed_s": round(stats.elapsed_s, 3),
+        "exit_code": int(code),
+    }
 
 
 @dataclasses.dataclass(slots=True)
@@ -149,41 +219,48 @@ class _Batch:
     results_log: ResultsLog
     console: Console
     trace: bool
+    as_json: bool
+    fail_fast: int
+    """Stop starting tasks when the first this many all end in model_error (0: never)."""
+    stats: BatchStats
     gateway: GatewayTarget | None = None
     """Where each task's sandbox is claimed (None: a local sandbox)."""
-    stats: _SessionStats = dataclasses.field(default_factory=_SessionStats)
+    stopped: str | None = None
+    """Why no more tasks are started (fail-fast), or None."""
+    _first_reasons: list[str] = dataclasses.field(default_factory=list)
 
     async def run(self, todo: Sequence[Mapping[str, Any]]) -> bool:
         # Workers share one iterator: next() never awaits, so each line is taken exactly once.
         pending = iter(todo)
         append_lock = asyncio.Lock()
         model = openai_model(self.config)
-        progress = Progress(
-            SpinnerColumn(),
-            TextColumn("[progress.description]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("[red]{task.fields[failed]} failed"),
-            TextColumn("{task.fields[rate]}"),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-            console=self.console,
-        )
-        bar = progress.add_task("batch", total=len(todo), failed=0, rate="- tasks/min")
+        progress = None if self.as_json else BatchProgress(self.console, self.stats)
+        console = progress.console if progress is not None else self.console
 
         async def worker() -> None:
             for line in pending:
-                outcome = await self._run_line(line, model, progress.console)
+                if self.stopped is not None:
+                    return
+                self.stats.task_started(str(line["id"]))
+                outcome = await self._run_line(line, model, console)
                 async with append_lock:
                     await asyncio.to_thread(self.results_log.append, outcome)
-                self._record(progress, bar, outcome)
+                self._record(progress, outcome)
+
+        async def ticker() -> None:
+            while progress is not None:
+                await asyncio.sleep(_TICK_S)
+                progress.tick()
 
         try:
-            with progress:
-                async with asyncio.TaskGroup() as workers:
-                    for _ in range(min(self.settings.concurrency, len(todo))):
-                        workers.create_task(worker())
+            with progress if progress is not None else contextlib.nullcontext():
+                ticking = asyncio.create_task(ticker())
+                try:
+                    async with asyncio.TaskGroup() as workers:
+                        for _ in range(self.stats.concurrency):
+                            workers.create_task(worker())
+                finally:
+                    ticking.cancel()
         finally:
             await model.aclose()
         return True
@@ -216,15 +293,28 @@ class _Batch:
                 model=self.config.model, total_time_s=time.perf_counter() - started,
             )  # fmt: skip
 
-    def _record(self, progress: Progress, bar: TaskID, outcome: TaskOutcome) -> None:
+    def _record(self, progress: BatchProgress | None, outcome: TaskOutcome) -> None:
         stats = self.stats
-        stats.finished += 1
-        stats.submitted += outcome.submitted
-        stats.failed += outcome.failed
-        progress.console.print(finished_task_line(outcome))
-        progress.update(
-            bar,
-            advance=1,
-            failed=stats.failed,
-            rate=f"{stats.rate_per_minute():.1f} tasks/min",
-        )
+        stats.record(outcome)
+        if progress is not None:
+            progress.task_finished(outcome)
+        else:
+            json_line(
+                self.console, "task", **outcome.to_record(), done=stats.finished,
+                todo=stats.todo, eta=eta_text(stats.eta_s()).removeprefix("ETA "),
+            )  # fmt: skip
+        self._check_fail_fast(outcome)
+
+    def _check_fail_fast(self, outcome: TaskOutcome) -> None:
+        if self.fail_fast <= 0 or len(self._first_reasons) >= self.fail_fast:
+            return
+        self._first_reasons.append(outcome.stop_reason)
+        if len(self._first_reasons) == self.fail_fast and all(
+            reason == StopReason.MODEL_ERROR for reason in self._first_reasons
+        ):
+            self.stopped = (
+                f"the first {self.fail_fast} tasks all failed with model_error (last: "
+                f"{outcome.error or '?'}); no more tasks were started. Fix the endpoint and "
+                "run the same command with --retry-failed (or raise --fail-fast)"
+            )
+            log.warning("batch_fail_fast", tasks=self.fail_fast, error=outcome.error)

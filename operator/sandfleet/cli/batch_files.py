@@ -18,32 +18,46 @@ class BatchFileError(SandfleetError):
 
 def read_task_lines(path: Path) -> list[dict[str, Any]]:
     """Every task line of TASKS.jsonl, checked for what bookkeeping needs: an object with a
-    unique string id. Everything else is checked per task, so one bad task fails alone."""
+    unique string id. Every bad line is reported at once (one error naming them all), so a
+    file is fixed in one go. Everything else is checked per task, so one bad task fails alone."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise BatchFileError(f"cannot read {path}: {error}") from error
     records: list[dict[str, Any]] = []
+    problems: list[str] = []
     seen: dict[str, int] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise BatchFileError(f"{path}:{number}: not valid JSON ({error.msg})") from error
-        if not isinstance(record, dict):
-            raise BatchFileError(f"{path}:{number}: expected a JSON object")
-        task_id = record.get("id")
-        if not isinstance(task_id, str) or not task_id:
-            raise BatchFileError(f"{path}:{number}: needs a non-empty string id")
-        if task_id in seen:
-            raise BatchFileError(
-                f"{path}:{number}: id {task_id!r} already used on line {seen[task_id]}"
-            )
-        seen[task_id] = number
-        records.append(record)
+        problem = _line_problem(line, number, seen)
+        if isinstance(problem, str):
+            problems.append(f"{path}:{number}: {problem}")
+        else:
+            records.append(problem)
+    if len(problems) == 1:
+        raise BatchFileError(problems[0])
+    if problems:
+        listed = "\n  ".join(problems)
+        raise BatchFileError(f"{len(problems)} bad lines in {path}:\n  {listed}")
     return records
+
+
+def _line_problem(line: str, number: int, seen: dict[str, int]) -> dict[str, Any] | str:
+    """The line's record, or what is wrong with it (records its id in `seen`)."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        return f"not valid JSON ({error.msg})"
+    if not isinstance(record, dict):
+        return "expected a JSON object"
+    task_id = record.get("id")
+    if not isinstance(task_id, str) or not task_id:
+        return "needs a non-empty string id"
+    if task_id in seen:
+        return f"id {task_id!r} already used on line {seen[task_id]}"
+    seen[task_id] = number
+    return record
 
 
 class ResultsLog(JsonLinesLog[TaskOutcome]):

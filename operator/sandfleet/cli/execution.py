@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -29,7 +28,7 @@ from sandfleet.cli.results import (
     TRAJECTORY_FILE,
     RunFailure,
     TaskOutcome,
-    task_folder_name,
+    new_run_folder,
     write_result_file,
 )
 from sandfleet.copy_back import CopyLimits, CopyReport
@@ -142,8 +141,9 @@ def copy_limits(settings: Settings) -> CopyLimits:
     return CopyLimits(max_bytes=settings.max_output_bytes, max_files=settings.max_output_files)
 
 
-def task_folder(settings: Settings, task_id: str) -> Path:
-    return settings.results_dir / task_folder_name(task_id)
+def run_folder(settings: Settings, task_id: str) -> Path:
+    """A new, empty folder for one run of the task under results_dir (blocking)."""
+    return new_run_folder(settings.results_dir, task_id)
 
 
 async def execute_task(
@@ -154,17 +154,19 @@ async def execute_task(
     settings: Settings,
     on_event: EventSink | None = None,
     gateway: GatewayTarget | None = None,
+    folder: Path | None = None,
 ) -> TaskOutcome:
-    """Run one task in a fresh sandbox and record it under <results_dir>/<task-id>/: a local
-    one, or, given `gateway`, one claimed through the gateway (released at the end).
+    """Run one task in a fresh sandbox and record it under <results_dir>/<run-id>/ (or the
+    given empty `folder`, see run_folder): a local sandbox, or, given `gateway`, one claimed
+    through the gateway (released at the end). Earlier runs' folders are never touched.
 
     Never raises for a sandbox that fails to start, a lost sandbox or a model failure: the
     outcome's stop reason says what happened. CancelledError propagates after result.json
     has been written with stop reason `cancelled` and the sandbox has been reclaimed.
     """
     task = spec.task
-    folder = task_folder(settings, task.id)
-    await asyncio.to_thread(_clear_previous_results, folder)
+    if folder is None:
+        folder = await asyncio.to_thread(run_folder, settings, task.id)
     started = time.perf_counter()
     finished: list[AgentResult] = []
 
@@ -350,12 +352,3 @@ def _remove_if_empty(path: Path) -> None:
     with contextlib.suppress(OSError):
         if path.stat().st_size == 0:
             path.unlink()
-
-
-def _clear_previous_results(folder: Path) -> None:
-    # A task id names one folder; a new run replaces the previous run's files so that
-    # output/ never mixes two runs.
-    shutil.rmtree(folder / OUTPUT_FOLDER, ignore_errors=True)
-    for name in (TRAJECTORY_FILE, RESULT_FILE):
-        (folder / name).unlink(missing_ok=True)
-    folder.mkdir(parents=True, exist_ok=True)

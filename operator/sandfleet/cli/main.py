@@ -34,6 +34,7 @@ Run LLM agents inside lightweight local sandboxes.
   sandfleet replay examples/trajectories/sales_by_region.jsonl
   sandfleet doctor                  # is the endpoint reachable, can sandboxes start?
   sandfleet config                  # the effective settings and where each came from
+  sandfleet runs                    # local runs, newest first; `sandfleet show RUN --full`
 """
 
 _EPILOG = """\
@@ -97,7 +98,16 @@ def settings_from_arguments(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from sandfleet.cli import batch, doctor, export_rows, replay, run, settings_command, trajectory
+    from sandfleet.cli import (
+        batch,
+        doctor,
+        export_rows,
+        replay,
+        run,
+        runs,
+        settings_command,
+        trajectory,
+    )
     from sandfleet.cli import eval as eval_cli
 
     parser = SuggestingParser(
@@ -117,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="run one task in a fresh sandbox (local, or on Kubernetes through the gateway)",
         description="Run one task: a prompt, a prompt file, or a seed-format task folder\n"
         "(prompt.txt, optional prompt_config.yaml and input/). Results go to\n"
-        "<results-dir>/<task-id>/: output/, trajectory.jsonl, result.json.",
+        "<results-dir>/<run-id>/ (run id: task id + UTC start time; earlier runs are kept):\n"
+        "output/, trajectory.jsonl, result.json. List runs with `sandfleet runs`.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -130,7 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="run many tasks from a JSON Lines file, resumably",
         description='Run every task of TASKS.jsonl ({"id", "prompt", "files"?, "task_dir"?} '
         "per line),\nappending one result line per task to --out as it finishes.\n"
-        "Re-running the same command skips ids already in --out.",
+        "Re-running the same command skips ids already in --out. Before the first task, one\n"
+        "GET <base-url>/models checks the endpoint (exit 3 if it cannot be used).",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -164,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     trajectory_parser = commands.add_parser(
         "trajectory",
         parents=[common],
-        help="fetch a cluster session's trajectory (JSON Lines) from the operator",
+        help="a cluster session's trajectory (JSON Lines) from the operator, or a local file",
         description="Write the trajectory of the SandboxSession NAME (its latest run, or --uid)\n"
         "as JSON Lines to stdout or -o FILE; --render prints a readable trace instead.",
         epilog=trajectory.EPILOG,
@@ -175,6 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     export_rows.register(commands, parents=[common])
     doctor.register(commands, parents=[common, _agent_options()])
     settings_command.register(commands, parents=[common, _agent_options()])
+    runs.register(commands, parents=[common])
     return parser
 
 

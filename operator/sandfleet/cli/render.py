@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import collections
 import re
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
@@ -15,6 +17,7 @@ from sandfleet.agent import (
     AgentEvent,
     ModelReplied,
     ObservationReceived,
+    RunFinished,
     StopReason,
     ToolCalled,
     TurnStarted,
@@ -63,15 +66,52 @@ def observation_summary(output: str) -> str:
 class TraceRenderer:
     """Prints a run's events as they happen: turn, model text, tool call, short observation.
 
-    Dynamic text is put into Text objects, never into markup, so a model's "[red]" or a
-    command's brackets print verbatim.
+    With `full`, observations are printed whole, line by line, below their header line
+    (`sandfleet show --full`). With `show_waiting` on an interactive terminal, a ticking
+    "waiting for the model 12s" line stands below the trace while a model call is in flight
+    (transient: erased when the reply comes); elsewhere nothing extra is printed. Only one
+    such live line may exist per console, so `batch --trace` does not ask for it. Dynamic
+    text is put into Text objects, never into markup, so a model's "[red]" or a command's
+    brackets print verbatim.
     """
 
-    def __init__(self, console: Console, *, prefix: str = "") -> None:
+    def __init__(
+        self,
+        console: Console,
+        *,
+        prefix: str = "",
+        full: bool = False,
+        show_waiting: bool = False,
+    ) -> None:
         self._console = console
         self._prefix = prefix
+        self._full = full
+        self._show_waiting = show_waiting and console.is_interactive
+        self._waiting: Live | None = None
+
+    def close(self) -> None:
+        """Take down the waiting line, if any (the run ended or was interrupted)."""
+        if self._waiting is not None:
+            self._waiting.stop()
+            self._waiting = None
 
     def __call__(self, event: AgentEvent) -> None:
+        self.close()
+        try:
+            self._print(event)
+        finally:
+            if self._show_waiting and isinstance(event, TurnStarted):
+                self._waiting = Live(
+                    ModelWait(), console=self._console, transient=True, refresh_per_second=4
+                )
+                self._waiting.start()
+
+    def _print(self, event: AgentEvent) -> None:
+        if isinstance(event, RunFinished):
+            return
+        if self._full and isinstance(event, ObservationReceived):
+            self._print_full_observation(event)
+            return
         line = self._line(event)
         if line is not None:
             # One terminal line per event: the trajectory has the full text.
@@ -80,6 +120,13 @@ class TraceRenderer:
                 no_wrap=True,
                 overflow="ellipsis",
             )
+
+    def _print_full_observation(self, event: ObservationReceived) -> None:
+        header = Text.assemble(("    ← ", "dim"), (f"{event.tool_s:.2f}s ", "dim"), event.name)
+        self._console.print(Text(self._prefix) + header, no_wrap=True, overflow="ellipsis")
+        for line in event.output.splitlines() or [""]:
+            # soft_wrap: a long line stays one line (the terminal folds it), never cut.
+            self._console.print(Text(self._prefix + "      ") + Text(line), soft_wrap=True)
 
     def _line(self, event: AgentEvent) -> Text | None:
         if isinstance(event, TurnStarted):
@@ -96,6 +143,16 @@ class TraceRenderer:
                 shorten(observation_summary(event.output), _OBSERVATION_CHARS),
             )
         return None  # RunFinished and silent replies: the summary follows the run
+
+
+class ModelWait:
+    """A renderable that reads the clock each time it is drawn: `waiting for the model 12s`."""
+
+    def __init__(self) -> None:
+        self._since = time.monotonic()
+
+    def __rich__(self) -> Text:
+        return Text(f"  … waiting for the model {time.monotonic() - self._since:.0f}s", "dim")
 
 
 def print_run_summary(console: Console, outcome: TaskOutcome) -> None:

@@ -54,7 +54,8 @@ class ExitCode(enum.IntEnum):
     USAGE = 2
     """Bad flags, settings, task input or trajectory file (argparse uses 2 as well)."""
     MODEL_ERROR = 3
-    """The model endpoint failed or rejected the request."""
+    """The model endpoint failed or rejected the request; batch: the endpoint check before
+    the first task failed, the first tasks (--fail-fast) or every task hit model errors."""
     SANDBOX_ERROR = 4
     """The sandbox could not start or was lost."""
     CANCELLED = 130
@@ -104,6 +105,9 @@ class TaskOutcome:
     trajectory: str | None = None
     finished_at: str = ""
     """ISO 8601 UTC time the outcome was recorded."""
+    run_id: str | None = None
+    """The run's own id, the name of its folder (<task-id>-<UTC time>[-n]); None for a task
+    that never got a folder (an invalid batch line)."""
 
     @property
     def submitted(self) -> bool:
@@ -161,6 +165,7 @@ class TaskOutcome:
             results_dir=str(results_dir),
             trajectory=str(trajectory),
             finished_at=utc_now(),
+            run_id=results_dir.name,
         )
 
     @classmethod
@@ -182,6 +187,7 @@ class TaskOutcome:
             results_dir=str(results_dir) if results_dir else None,
             total_time_s=round(total_time_s, 3),
             finished_at=utc_now(),
+            run_id=results_dir.name if results_dir else None,
         )
 
 
@@ -200,6 +206,32 @@ def task_folder_name(task_id: str) -> str:
         return safe
     digest = hashlib.sha256(task_id.encode()).hexdigest()[:8]
     return f"{safe or 'task'}-{digest}"
+
+
+_RUN_TIME_FORMAT = "%Y%m%dT%H%M%SZ"
+
+
+def run_id(task_id: str, started: datetime.datetime, attempt: int = 0) -> str:
+    """A run's id and folder name: the task's folder name, the UTC start time to the second,
+    and from the second attempt on a counter (two runs of one task in one second)."""
+    stamp = started.astimezone(datetime.UTC).strftime(_RUN_TIME_FORMAT)
+    base = f"{task_folder_name(task_id)}-{stamp}"
+    return base if attempt == 0 else f"{base}-{attempt + 1}"
+
+
+def new_run_folder(results_dir: Path, task_id: str) -> Path:
+    """Create and return a folder no earlier run has used, so a rerun never touches an
+    earlier run's files (mkdir without exist_ok is the atomic claim, also across processes)."""
+    started = datetime.datetime.now(datetime.UTC)
+    results_dir.mkdir(parents=True, exist_ok=True)
+    for attempt in range(1000):
+        folder = results_dir / run_id(task_id, started, attempt)
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        return folder
+    raise FileExistsError(f"no free run folder for {task_id!r} in {results_dir}")
 
 
 def write_result_file(path: Path, outcome: TaskOutcome) -> None:

@@ -19,8 +19,8 @@ from sandfleet.cli.execution import (
     agent_config,
     execute_task,
     gateway_target,
+    run_folder,
     system_prompt_notices,
-    task_folder,
 )
 from sandfleet.cli.interrupts import run_until_interrupted
 from sandfleet.cli.render import TraceRenderer, print_run_summary
@@ -149,20 +149,30 @@ def run_command(args: argparse.Namespace, settings: Settings, console: Console) 
             spec, config, settings, console,
             remove=args.remove_session, show_progress=show_trace, as_json=args.as_json,
         )  # fmt: skip
-    if settings.backend == "kubernetes":
-        try:
+    try:
+        if settings.backend == "kubernetes":
             gateway = gateway_target(settings)
-        except ConfigurationError as error:
-            errors.print(Text.assemble(("error: ", "red"), str(error)))
-            return ExitCode.USAGE
+        folder = run_folder(settings, spec.task.id)
+    except (ConfigurationError, OSError) as error:  # OSError: the results folder
+        errors.print(Text.assemble(("error: ", "red"), str(error)))
+        return ExitCode.USAGE
     if show_trace:
-        _print_header(console, spec, config, settings)
-    renderer = TraceRenderer(console) if show_trace else None
-    outcome = run_until_interrupted(_run(spec, config, settings, renderer, gateway))
+        _print_header(console, spec, config, folder)
+    renderer = TraceRenderer(console, show_waiting=True) if show_trace else None
+    outcome = run_until_interrupted(
+        _run(
+            spec,
+            config=config,
+            settings=settings,
+            renderer=renderer,
+            gateway=gateway,
+            folder=folder,
+        )
+    )
     if outcome is None:
         # Cancelled: execute_task wrote result.json (stop reason "cancelled") before it let
         # the cancellation through; show that record.
-        outcome = _read_outcome(task_folder(settings, spec.task.id) / RESULT_FILE)
+        outcome = _read_outcome(folder / RESULT_FILE)
         if outcome is None:
             errors.print("interrupted")
             return ExitCode.CANCELLED
@@ -176,18 +186,22 @@ def run_command(args: argparse.Namespace, settings: Settings, console: Console) 
 
 async def _run(
     spec: TaskSpec,
+    *,
     config: AgentConfig,
     settings: Settings,
     renderer: TraceRenderer | None,
     gateway: GatewayTarget | None,
+    folder: Path,
 ) -> TaskOutcome:
     model = openai_model(config)
     try:
         return await execute_task(
             spec, model=model, config=config, settings=settings, on_event=renderer,
-            gateway=gateway,
+            gateway=gateway, folder=folder,
         )  # fmt: skip
     finally:
+        if renderer is not None:
+            renderer.close()
         await model.aclose()
 
 
@@ -198,9 +212,7 @@ def _read_outcome(path: Path) -> TaskOutcome | None:
         return None
 
 
-def _print_header(
-    console: Console, spec: TaskSpec, config: AgentConfig, settings: Settings
-) -> None:
+def _print_header(console: Console, spec: TaskSpec, config: AgentConfig, folder: Path) -> None:
     task = spec.task
     files = f", {plural(len(task.files), 'input file')}" if task.files else ""
     console.print(
@@ -210,6 +222,4 @@ def _print_header(
             ("   endpoint ", "bold"), config.base_url or "OpenAI",
         )
     )  # fmt: skip
-    console.print(
-        Text.assemble(("results ", "bold"), str(task_folder(settings, task.id))), style="dim"
-    )
+    console.print(Text.assemble(("results ", "bold"), str(folder)), style="dim")

@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from rich.console import Console
 from rich.text import Text
 
-from sandfleet.agent import ModelReplied, ObservationReceived, ToolCalled, TurnStarted
-from sandfleet.agent.events import one_line, summarize_arguments
+from sandfleet.agent.events import one_line
 from sandfleet.api.trajectories import (
     UID_HEADER,
     TrajectoryNameError,
@@ -27,8 +26,8 @@ from sandfleet.api.trajectories import (
     validate_uid,
 )
 from sandfleet.cli.interrupts import run_until_interrupted
-from sandfleet.cli.render import TraceRenderer, print_run_summary
-from sandfleet.cli.results import ExitCode, TaskOutcome
+from sandfleet.cli.results import ExitCode
+from sandfleet.cli.trajectory_render import RecordRenderer
 from sandfleet.errors import SandfleetError
 from sandfleet.settings import Settings
 from sandfleet.trajectory_files import CHUNK_BYTES, TrajectoryDirectory, read_chunks, snapshot
@@ -73,7 +72,10 @@ class Fetched:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", metavar="NAME", help="the SandboxSession's name")
+    parser.add_argument(
+        "name", metavar="NAME",
+        help="the SandboxSession's name, or a local trajectory.jsonl file",
+    )  # fmt: skip
     parser.add_argument(
         "--namespace", "-n", metavar="NS",
         help="the session's namespace (default: the kubeconfig context's, else 'default')",
@@ -98,6 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--render", action="store_true",
         help="print a readable trace instead of JSON Lines (with -o, the file still gets them)",
     )  # fmt: skip
+    parser.add_argument("--full", action="store_true", help="--render: print observations whole")
     cluster = parser.add_argument_group("cluster (the default source)")
     cluster.add_argument("--kubeconfig", type=Path, metavar="PATH", help="default as kubectl")
     cluster.add_argument(
@@ -129,6 +132,8 @@ def service_proxy_path(
 
 def trajectory_command(args: argparse.Namespace, settings: Settings, console: Console) -> int:
     errors = Console(stderr=True, highlight=False, soft_wrap=True)  # one error, one line
+    if _is_local_file(args.name):
+        return _local_file(args, console, errors)
     try:
         validate_name(args.name)
         for value, validate in ((args.namespace, validate_namespace), (args.uid, validate_uid)):
@@ -154,6 +159,36 @@ def trajectory_command(args: argparse.Namespace, settings: Settings, console: Co
     return ExitCode.OK
 
 
+def _is_local_file(name: str) -> bool:
+    # A session name is a DNS label: never a .jsonl file name. Any other name that is no
+    # file goes on to the name check ("invalid name" for a path that does not exist).
+    return Path(name).is_file() or name.endswith(".jsonl")
+
+
+def _local_file(args: argparse.Namespace, console: Console, errors: Console) -> int:
+    """`trajectory FILE`: a local trajectory file, rendered or written out as it is."""
+    # Imported here: a cluster fetch need not load it.
+    from sandfleet.cli.runs import render_trajectory_file
+
+    path = Path(args.name)
+    if not path.is_file():
+        errors.print(Text.assemble(("error: ", "red"), f"no trajectory file {path}"))
+        return ExitCode.USAGE
+    if args.render:
+        return render_trajectory_file(path, console, errors, full=args.full)
+    try:
+        data = path.read_bytes()
+        if args.output is None:
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+        else:
+            args.output.write_bytes(data)
+    except OSError as error:
+        errors.print(Text.assemble(("error: ", "red"), f"cannot copy {path}: {error}"))
+        return ExitCode.USAGE
+    return ExitCode.OK
+
+
 class _UsageError(SandfleetError):
     """The command cannot run as asked (no Kubernetes configuration)."""
 
@@ -161,7 +196,7 @@ class _UsageError(SandfleetError):
 async def _fetch_and_write(args: argparse.Namespace, console: Console) -> tuple[int, str | None]:
     """Bytes written and the run's uid (when the source names it)."""
     async with _open_source(args) as fetched:
-        render = _RecordRenderer(console) if args.render else None
+        render = RecordRenderer(console, full=args.full) if args.render else None
         return await _write(fetched, output=args.output, render=render), fetched.uid
 
 
@@ -315,7 +350,7 @@ async def _api_server(kubeconfig: Path | None) -> AsyncIterator[_ApiServer]:
         await kube.close()
 
 
-async def _write(fetched: Fetched, *, output: Path | None, render: _RecordRenderer | None) -> int:
+async def _write(fetched: Fetched, *, output: Path | None, render: RecordRenderer | None) -> int:
     """Copy the records to -o FILE (renamed into place once complete) or stdout, and/or to
     the renderer; returns the bytes received."""
     if output is None:
@@ -336,7 +371,7 @@ async def _write(fetched: Fetched, *, output: Path | None, render: _RecordRender
 
 
 async def _copy(
-    chunks: AsyncGenerator[bytes, None], raw: BinaryIO | None, render: _RecordRenderer | None
+    chunks: AsyncGenerator[bytes, None], raw: BinaryIO | None, render: RecordRenderer | None
 ) -> int:
     # Synchronous writes: the command has nothing else to do meanwhile, and a slow reader of
     # stdout should slow the download down.
@@ -369,61 +404,3 @@ class _LineSplitter:
         first = bytes(self._pending) + head
         self._pending = bytearray(tail)
         return [line for line in (first, *middle) if line.strip()]
-
-
-class _RecordRenderer:
-    """Trajectory records as the live trace of `sandfleet run` shows them, then the summary."""
-
-    def __init__(self, console: Console) -> None:
-        self._console = console
-        self._trace = TraceRenderer(console)
-        self._task_id = ""
-        self._max_turns = 0
-        self._turn = 0
-
-    def __call__(self, line: bytes) -> None:
-        try:
-            self._render(_decoded(line))
-        except (TypeError, ValueError):  # a record of an unexpected shape: the trace skips it
-            return
-
-    def _render(self, record: dict[str, Any]) -> None:
-        kind = record.get("kind")
-        if kind == "meta":
-            self._task_id = str(record.get("task_id", ""))
-            self._max_turns = int(record.get("max_turns") or 0)
-            self._console.print(
-                Text.assemble(
-                    ("task ", "bold"), self._task_id,
-                    ("   model ", "bold"), str(record.get("model", "?")),
-                    ("   started ", "bold"), str(record.get("started_at", "?")),
-                )
-            )  # fmt: skip
-            return
-        turn = record.get("turn")
-        if isinstance(turn, int) and turn > self._turn:
-            self._turn = turn
-            self._trace(TurnStarted(self._task_id, turn, self._max_turns))
-        if kind == "message" and record.get("role") == "assistant":
-            text = one_line(str(record.get("content") or ""))
-            self._trace(ModelReplied(self._task_id, self._turn, text, 0, 0.0))
-        elif kind == "tool_call":
-            name = str(record.get("name", "?"))
-            summary = summarize_arguments(name, str(record.get("arguments", "")))
-            self._trace(ToolCalled(self._task_id, self._turn, name, summary))
-        elif kind == "observation":
-            output = one_line(str(record.get("output", "")))
-            duration_s = float(record.get("duration_s") or 0.0)
-            name = str(record.get("name", "?"))
-            self._trace(ObservationReceived(self._task_id, self._turn, name, output, duration_s))
-        elif kind == "result":
-            self._summary(record)
-
-    def _summary(self, record: dict[str, Any]) -> None:
-        fields = {**record, "id": record.get("task_id") or self._task_id, "trajectory": None}
-        fields["total_time_s"] = record.get("wall_time_s", 0.0)
-        try:
-            outcome = TaskOutcome.from_record(fields)
-        except TypeError:  # a result record without the fields a summary needs
-            return
-        print_run_summary(self._console, outcome)

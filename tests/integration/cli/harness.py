@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import re
 import signal
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -125,3 +126,21 @@ def live_sandboxes(state_dir: Path) -> list[Path]:
     if not state_dir.exists():
         return []
     return sorted(state_dir.iterdir())
+
+
+def run_folders(results_dir: Path, task_id: str) -> list[Path]:
+    """The run folders of one task (<task-id>-<UTC time>[-n]), oldest first."""
+    pattern = re.compile(re.escape(task_id) + r"-\d{8}T\d{6}Z(?:-(\d+))?$")
+    found = [
+        (folder.name[: len(task_id) + 17], int(match.group(1) or 1), folder)
+        for folder in (results_dir.iterdir() if results_dir.exists() else ())
+        if (match := pattern.match(folder.name))
+    ]
+    return [folder for _, _, folder in sorted(found)]
+
+
+def run_folder(results_dir: Path, task_id: str) -> Path:
+    """The one run folder of a task that ran once."""
+    folders = run_folders(results_dir, task_id)
+    assert len(folders) == 1, f"expected one run of {task_id}, found {folders}"
+    return folders[0]

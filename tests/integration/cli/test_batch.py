@@ -17,6 +17,7 @@ from tests.integration.cli.harness import (
     read_jsonl,
     read_until,
     run_cli,
+    run_folder,
     start_cli,
 )
 from tests.support.scripted_openai import (
@@ -94,7 +95,7 @@ async def test_one_failing_task_does_not_stop_the_batch_and_resume_skips_finishe
     assert "this prompt is rejected" in by_id[FAILING]["error"]
     assert all(by_id[i]["stop_reason"] == "submitted" for i in ids if i != FAILING)
     assert by_id["task-03"]["answer"] == "answer-task-03"
-    answer_file = tmp_path / "results" / "task-07" / "output" / "answer.txt"
+    answer_file = run_folder(tmp_path / "results", "task-07") / "output" / "answer.txt"
     assert answer_file.read_text() == "answer-task-07\n"
     assert "batch summary" in first.stdout
     assert "model_error" in first.stdout and "submitted" in first.stdout
@@ -182,7 +183,7 @@ async def test_sandboxes_that_cannot_start_become_failed_lines_not_a_crash(
     result = await run_cli(
         "batch", str(tasks), "--out", str(tmp_path / "results.jsonl"),
         "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
-        "--state-dir", str(not_a_directory),
+        "--state-dir", str(not_a_directory), "--no-preflight",
         env=cli_environment(tmp_path / "home"), cwd=tmp_path,
     )  # fmt: skip
 

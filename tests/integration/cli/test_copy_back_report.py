@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cli.harness import cli_environment, run_cli
+from tests.integration.cli.harness import cli_environment, run_cli, run_folder
 from tests.support.scripted_openai import Reply, ScriptedOpenAIServer, bash, submit
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -30,7 +30,7 @@ async def test_links_and_files_over_the_cap_are_skipped_reported_and_the_rest_co
         )  # fmt: skip
 
     assert result.returncode == 0, result
-    folder = tmp_path / "results" / "t"
+    folder = run_folder(tmp_path / "results", "t")
     outcome = json.loads((folder / "result.json").read_text())
     assert outcome["answer"] == "42"
     assert outcome["output_files"] == ["answer.txt", "b.txt", "z.txt"]

@@ -18,6 +18,7 @@ from tests.integration.cli.harness import (
     read_jsonl,
     records_of,
     run_cli,
+    run_folder,
 )
 from tests.support.scripted_openai import Raw, Reply, ScriptedCall, ScriptedOpenAIServer, submit
 
@@ -83,7 +84,7 @@ async def test_an_endpoint_answering_garbage_is_a_model_error_with_exit_3(
 
     assert result.returncode == 3, result
     assert_no_traceback(result)
-    outcome = json.loads((tmp_path / "results" / "t" / "result.json").read_text())
+    outcome = json.loads((run_folder(tmp_path / "results", "t") / "result.json").read_text())
     assert outcome["stop_reason"] == "model_error"
     assert words in outcome["error"]
     assert "error the model endpoint" in result.stdout
@@ -112,7 +113,7 @@ async def test_a_lone_surrogate_in_tool_arguments_is_the_models_mistake_not_a_cr
 
     assert result.returncode == 0, result
     assert_no_traceback(result)
-    folder = tmp_path / "results" / "t"
+    folder = run_folder(tmp_path / "results", "t")
     assert json.loads((folder / "result.json").read_text())["stop_reason"] == "submitted"
     observations = [r["output"] for r in records_of(folder / "trajectory.jsonl", "observation")]
     assert "lone UTF-16 surrogate (\\ud800)" in observations[0]

@@ -21,6 +21,7 @@ from tests.integration.cli.harness import (
     read_until,
     records_of,
     run_cli,
+    run_folder,
     start_cli,
 )
 from tests.support.agent_fakes import ScriptedModel
@@ -62,7 +63,7 @@ async def test_a_prompt_runs_to_submit_and_leaves_answer_trajectory_and_result(
         requests = server.chat_requests
 
     assert result.returncode == 0, result
-    folder = tmp_path / "results" / "multiply"
+    folder = run_folder(tmp_path / "results", "multiply")
     assert "turn 1/100" in result.stdout
     assert "execute_bash echo 391 > output/answer.txt" in result.stdout
     assert "submitted" in result.stdout
@@ -112,7 +113,7 @@ async def test_a_seed_task_folder_gets_its_templates_input_files_and_output_back
         messages = server.chat_requests[0].body["messages"]
 
     assert result.returncode == 0, result
-    results = tmp_path / "results" / "07_shout"
+    results = run_folder(tmp_path / "results", "07_shout")
     meta = next(records_of(results / "trajectory.jsonl", "meta"))
     paths = meta["paths"]
     assert messages[0]["content"] == (
@@ -195,10 +196,12 @@ async def test_ctrl_c_reclaims_the_sandbox_and_records_a_cancelled_result(tmp_pa
 
     assert process.returncode == 130, rest.decode()
     assert "cancelled" in rest.decode()
-    outcome = json.loads((tmp_path / "results" / "slow" / "result.json").read_text())
+    outcome = json.loads((run_folder(tmp_path / "results", "slow") / "result.json").read_text())
     assert outcome["stop_reason"] == "cancelled"
     assert outcome["turns"] == 2
-    results = list(records_of(tmp_path / "results" / "slow" / "trajectory.jsonl", "result"))
+    results = list(
+        records_of(run_folder(tmp_path / "results", "slow") / "trajectory.jsonl", "result")
+    )
     assert [r["stop_reason"] for r in results] == ["cancelled"]
     assert live_sandboxes(tmp_path / "state") == []
 
@@ -216,7 +219,7 @@ async def test_an_input_file_that_vanished_since_loading_is_an_invalid_task(
 
     assert outcome.stop_reason == "invalid_task"
     assert f"cannot read the input file {vanished} (for data.csv)" in (outcome.error or "")
-    folder = tmp_path / "results" / "gone"
+    folder = run_folder(tmp_path / "results", "gone")
     assert json.loads((folder / "result.json").read_text())["stop_reason"] == "invalid_task"
     assert not (folder / "trajectory.jsonl").exists()
     assert live_sandboxes(tmp_path / "state") == []

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import pytest
 
-from tests.integration.cli.harness import cli_environment, read_jsonl, run_cli
+from tests.integration.cli.harness import cli_environment, read_jsonl, run_cli, run_folder
 from tests.support.scripted_openai import ContextWindow, Reply, ScriptedOpenAIServer, bash, submit
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -30,7 +30,7 @@ def flags(server: ScriptedOpenAIServer, tmp_path: Path) -> list[str]:
 
 
 def outcome_and_records(tmp_path: Path, task_id: str) -> tuple[dict[str, Any], list[Any]]:
-    folder = tmp_path / "results" / task_id
+    folder = run_folder(tmp_path / "results", task_id)
     outcome = json.loads((folder / "result.json").read_text())
     return outcome, read_jsonl(folder / "trajectory.jsonl")
 

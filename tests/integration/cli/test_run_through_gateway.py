@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cli.harness import cli_environment, run_cli
+from tests.integration.cli.harness import cli_environment, run_cli, run_folder
 from tests.support.client_gateway import CALLER, CALLER_TOKEN, ClientGateway, client_gateway
 from tests.support.runtime_server import spawn_runtime_process
 from tests.support.scripted_openai import Reply, ScriptedOpenAIServer, bash, submit
@@ -71,7 +71,7 @@ async def test_run_claims_through_the_gateway_runs_the_loop_here_and_releases(
     record = json.loads(result.stdout)
     assert (record["stop_reason"], record["answer"]) == ("submitted", "42")
     assert "6 7" in observed  # the input file reached the sandbox through the proxy
-    assert (tmp_path / "results" / "mul" / "output" / "answer.txt").read_text() == "42\n"
+    assert (run_folder(tmp_path / "results", "mul") / "output" / "answer.txt").read_text() == "42\n"
     assert gateway.methods() == ["Claim", "Release"]
     claim = gateway.calls[0][1]
     assert (claim.namespace, claim.pool, claim.generate_name) == ("team-a", "py312", "mul-")
@@ -112,5 +112,5 @@ async def test_a_failed_release_is_logged_and_the_run_keeps_its_result(
     assert result.returncode == 0, result
     assert "gateway_release_failed" in result.stderr
     assert f"user {CALLER} may not delete sandboxsessions in namespace team-a" in result.stderr
-    record = json.loads((tmp_path / "results" / "kept" / "result.json").read_text())
+    record = json.loads((run_folder(tmp_path / "results", "kept") / "result.json").read_text())
     assert record["stop_reason"] == "submitted"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from sandfleet.cli.batch_files import (
     latest_outcomes,
     read_task_lines,
 )
-from sandfleet.cli.results import RunFailure, TaskOutcome, task_folder_name
+from sandfleet.cli.results import RunFailure, TaskOutcome, run_id, task_folder_name
 
 
 def outcome(task_id: str, stop_reason: str = "submitted") -> TaskOutcome:
@@ -131,3 +132,42 @@ def test_task_ids_become_distinct_safe_folder_names() -> None:
     assert task_folder_name("a/b") != task_folder_name("a_b")
     assert task_folder_name("..") != ".."
     assert "/" not in task_folder_name("../../etc/passwd")
+
+
+def test_every_bad_line_is_reported_at_once_with_its_number(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(
+        '{"id": "a", "prompt": "x"}\n{"id": \n[1]\n{"id": "a"}\n{"prompt": "p"}\n{"id": "b"}\n'
+    )
+
+    with pytest.raises(BatchFileError) as raised:
+        read_task_lines(tasks)
+
+    message = str(raised.value)
+    assert message.startswith(f"4 bad lines in {tasks}:")
+    for number, problem in [
+        (2, "not valid JSON"),
+        (3, "expected a JSON object"),
+        (4, "id 'a' already used on line 1"),
+        (5, "needs a non-empty string id"),
+    ]:
+        assert f"tasks.jsonl:{number}: {problem}" in message
+    assert ":6:" not in message
+
+
+def test_batch_exit_codes_say_what_went_wrong() -> None:
+    from sandfleet.cli.batch import batch_exit_code
+
+    model_errors = [outcome("a", "model_error"), outcome("b", "model_error")]
+    assert batch_exit_code(model_errors, total=2, stopped=False) == 3
+    assert batch_exit_code(model_errors[:1], total=5, stopped=True) == 3
+    assert batch_exit_code([*model_errors, outcome("c")], total=3, stopped=False) == 1
+    assert batch_exit_code([outcome("a"), outcome("b")], total=2, stopped=False) == 0
+    assert batch_exit_code([outcome("a")], total=2, stopped=False) == 130
+
+
+def test_run_ids_are_the_task_folder_and_the_utc_start_second() -> None:
+    started = datetime.datetime(2026, 11, 26, 21, 45, 1, 900, tzinfo=datetime.UTC)
+    assert run_id("01_sales_by_region", started) == "01_sales_by_region-20261126T214501Z"
+    assert run_id("01_sales_by_region", started, 1) == "01_sales_by_region-20261126T214501Z-2"
+    assert run_id("a b", started).startswith("a_b-")  # unsafe ids get the safe folder name
