@@ -99,7 +99,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def batch_command(args: argparse.Namespace, settings: Settings, console: Console) -> int:
-    errors = Console(stderr=True, highlight=False, soft_wrap=True)  # one error, one line
+    errors = error_console()
     results_log = ResultsLog(args.out)
     try:
         lines = read_task_lines(args.tasks)
@@ -124,16 +124,7 @@ def batch_command(args: argparse.Namespace, settings: Settings, console: Console
                 json_line(console, "stopped", reason="preflight", error=failure, started=0)
             return ExitCode.MODEL_ERROR
     concurrency = min(settings.concurrency, max(len(todo), 1))
-    if args.as_json:
-        json_line(
-            console, "start", total=len(lines), skipped=len(lines) - len(todo), todo=len(todo),
-            concurrency=concurrency,
-        )  # fmt: skip
-    else:
-        console.print(
-            f"{plural(len(lines), 'task')}: {len(lines) - len(todo)} already in {args.out}, "
-            f"{len(todo)} to run, {concurrency} at a time"
-        )
+    _announce_start(console, args, total=len(lines), todo=len(todo), concurrency=concurrency)
     batch = _Batch(
         base_dir=args.tasks.parent,
         config=config,
@@ -166,6 +157,19 @@ def batch_command(args: argparse.Namespace, settings: Settings, console: Console
             batch_summary_table(outcomes, ran_now=stats.finished, elapsed_s=stats.elapsed_s)
         )
     return code
+
+
+def _announce_start(
+    console: Console, args: argparse.Namespace, *, total: int, todo: int, concurrency: int
+) -> None:
+    if args.as_json:
+        json_line(console, "start", total=total, skipped=total - todo, todo=todo,
+                  concurrency=concurrency)  # fmt: skip
+    else:
+        console.print(
+            f"{plural(total, 'task')}: {total - todo} already in {args.out}, "
+            f"{todo} to run, {concurrency} at a time"
+        )
 
 
 def batch_exit_code(outcomes: list[TaskOutcome], *, total: int, stopped: bool) -> ExitCode:

@@ -22,6 +22,7 @@ from rich.text import Text
 from sandfleet.agent import AgentConfig, StopReason
 from sandfleet.api import ConditionType, Phase, Reason
 from sandfleet.backend import SandboxPaths
+from sandfleet.cli.consoles import error_console
 from sandfleet.cli.execution import ConfigurationError
 from sandfleet.cli.interrupts import run_until_interrupted
 from sandfleet.cli.render import print_run_summary
@@ -294,7 +295,7 @@ def cluster_run_command(
     as_json: bool,
 ) -> int:
     """The kubernetes half of `sandfleet run`; returns the exit code."""
-    errors = Console(stderr=True, highlight=False, soft_wrap=True)  # one error, one line
+    errors = error_console()
     try:
         inputs = read_text_inputs(spec.task.files)
         body = session_for_task(spec, config, settings, inputs)

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.text import Text
 
 from sandfleet.agent import AgentConfig
-from sandfleet.cli.consoles import plural
+from sandfleet.cli.consoles import error_console, plural
 from sandfleet.cli.eval_runner import EvalRunner, Job
 from sandfleet.cli.eval_samples import EvalContext
 from sandfleet.cli.execution import agent_config
@@ -112,7 +112,7 @@ class _Plan:
 
 
 def eval_command(args: argparse.Namespace, settings: Settings, console: Console) -> int:
-    errors = Console(stderr=True, highlight=False, soft_wrap=True)  # one error, one line
+    errors = error_console()
     try:
         plan = _plan(args, settings)
         sample_log = SampleLog(plan.out / SAMPLES_FILE)

@@ -21,6 +21,7 @@ from sandfleet.agent.training_rows import (
     training_rows,
 )
 from sandfleet.agent.trajectory import read_trajectory
+from sandfleet.cli.consoles import error_console
 from sandfleet.cli.results import ExitCode
 from sandfleet.errors import SandfleetError
 from sandfleet.settings import Settings
@@ -70,7 +71,7 @@ class _ExportError(SandfleetError):
 
 
 def export_command(args: argparse.Namespace, settings: Settings, console: Console) -> int:
-    errors = Console(stderr=True, highlight=False, soft_wrap=True)
+    errors = error_console()
     try:
         if args.reward is not None and not math.isfinite(args.reward):
             raise _ExportError(f"--reward must be a finite number, not {args.reward}")

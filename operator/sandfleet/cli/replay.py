@@ -20,7 +20,7 @@ from sandfleet.agent.events import summarize_arguments
 from sandfleet.agent.prompts import remaining_turns_notice
 from sandfleet.agent.sandbox_access import remote_input_path, upload_task_files
 from sandfleet.agent.task_inputs import RecordedInputs, recorded_input_files
-from sandfleet.cli.consoles import plural
+from sandfleet.cli.consoles import error_console, plural
 from sandfleet.cli.execution import sandbox_config
 from sandfleet.cli.interrupts import run_until_interrupted
 from sandfleet.cli.results import ExitCode
@@ -90,7 +90,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def replay_command(args: argparse.Namespace, settings: Settings, console: Console) -> int:
-    errors = Console(stderr=True, highlight=False, soft_wrap=True)  # one error, one line
+    errors = error_console()
     try:
         plan = load_plan(args.trajectory)
     except ReplayError as error:

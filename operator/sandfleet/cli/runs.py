@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from sandfleet.cli.consoles import error_console
 from sandfleet.cli.render import stop_style
 from sandfleet.cli.results import ExitCode
 from sandfleet.cli.run_index import RunEntry, RunNotFoundError, list_runs, resolve_run
@@ -93,7 +94,7 @@ def runs_table(runs: Sequence[RunEntry]) -> Table:
 
 
 def show_command(args: argparse.Namespace, settings: Settings, console: Console) -> int:
-    errors = Console(stderr=True, highlight=False, soft_wrap=True)
+    errors = error_console()
     try:
         path = resolve_run(settings.results_dir, args.run)
     except RunNotFoundError as error:

@@ -25,6 +25,7 @@ from sandfleet.api.trajectories import (
     validate_namespace,
     validate_uid,
 )
+from sandfleet.cli.consoles import error_console
 from sandfleet.cli.interrupts import run_until_interrupted
 from sandfleet.cli.results import ExitCode
 from sandfleet.cli.trajectory_render import RecordRenderer
@@ -131,7 +132,7 @@ def service_proxy_path(
 
 
 def trajectory_command(args: argparse.Namespace, settings: Settings, console: Console) -> int:
-    errors = Console(stderr=True, highlight=False, soft_wrap=True)  # one error, one line
+    errors = error_console()
     if _is_local_file(args.name):
         return _local_file(args, console, errors)
     try:
