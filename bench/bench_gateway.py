@@ -33,32 +33,13 @@ import argparse
 import asyncio
 import datetime as dt
 import json
-import os
-import secrets
-import signal
 from pathlib import Path
 from typing import Any
 
 from bench.gateway_bench import rounds
-from bench.gateway_bench.process import GatewayProcess
-from bench.gateway_bench.rounds import POOL, GatewayBench
-from bench.operator_bench.launcher import BenchOperator, running_cluster
-from bench.operator_bench.namespaces import (
-    create_namespace,
-    delete_namespace,
-    new_name,
-    strip_finalizers,
-)
-from sandfleet.api import API_VERSION, POOL_PLURAL
-from sandfleet.kube import KubeClient, KubeConfig, resource_path
+from bench.gateway_bench.on_cluster import gateway_bench_on_cluster
+from bench.gateway_bench.rounds import GatewayBench
 from sandfleet.logs import configure_logging
-from tests.cluster.gateway_clients import tenant_token
-from tests.cluster.kube_api import KubeApi
-from tests.cluster.operator_harness import (
-    OPERATOR_NAMESPACE,
-    install_api,
-    service_account_kubeconfig,
-)
 
 RESULTS_DIR = Path.home() / ".cache" / "sandfleet" / "bench"
 ROUNDS = ("sequential", "bursts", "batch", "overhead", "kubectl", "memory", "churn")
@@ -112,48 +93,16 @@ async def _bursts(bench: GatewayBench, sizes: list[int]) -> list[dict[str, Any]]
 
 
 async def main_async(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    _, admin_kubeconfig, images = running_cluster()
-    admin_api = KubeApi.from_kubeconfig(admin_kubeconfig)
-    install_api(admin_api)
-    namespace = new_name("gw")
-    key_file = workdir / "session-key"
-    key_file.write_text(secrets.token_urlsafe(48))
-    async with KubeClient(KubeConfig.load(admin_kubeconfig), qps=1000, burst=2000) as kube:
-        await create_namespace(kube, namespace)
-        operator = BenchOperator(
-            admin_kubeconfig, images["runtime"].ref, workdir, namespaces=[namespace],
-            env={"SANDFLEET_OPERATOR_SESSION_KEY_FILE": str(key_file)},
-        )  # fmt: skip
-        gateway_kubeconfig = service_account_kubeconfig(
-            admin_api, admin_kubeconfig, OPERATOR_NAMESPACE, "sandfleet-gateway",
-            workdir / "gateway.kubeconfig", expiration_s=7200,
-        )  # fmt: skip
-        gateway = GatewayProcess(gateway_kubeconfig, key_file, [namespace], workdir)
-        try:
-            operator.start()
-            gateway.start()
-            token = await tenant_token(admin_api, namespace)
-            pool = {"apiVersion": API_VERSION, "kind": "SandboxPool", "metadata": {"name": POOL},
-                    "spec": {"replicas": args.pool}}  # fmt: skip
-            await kube.create(resource_path(API_VERSION, POOL_PLURAL, namespace), pool)
-            bench = GatewayBench(
-                kube, namespace, gateway, operator, token, args.pool,
-                pause_operator=not args.live_refill,
-            )  # fmt: skip
-            results = await run_rounds(bench, args)
-            results["gateway_log_tail"] = gateway.log_path.read_text()[-2000:]
-            results["gateway_metrics"] = [
-                line for line in gateway.metrics().splitlines()
-                if line.startswith("sandfleet_gateway") and ("_sum" in line or "_count" in line)
-            ]  # fmt: skip
-            return results
-        finally:
-            os.kill(operator.pid, signal.SIGCONT)
-            gateway.stop()
-            operator.stop()
-            # No operator is left to run the finalizers: the namespace must not hang on them.
-            await strip_finalizers(kube, namespace)
-            await delete_namespace(kube, namespace)
+    async with gateway_bench_on_cluster(
+        "gw", args.pool, workdir, pause_operator=not args.live_refill
+    ) as bench:
+        results = await run_rounds(bench, args)
+        results["gateway_log_tail"] = bench.gateway.log_path.read_text()[-2000:]
+        results["gateway_metrics"] = [
+            line for line in bench.gateway.metrics().splitlines()
+            if line.startswith("sandfleet_gateway") and ("_sum" in line or "_count" in line)
+        ]  # fmt: skip
+        return results
 
 
 def main() -> None:

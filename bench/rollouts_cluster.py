@@ -1,36 +1,17 @@
 """The test cluster as bench_rollouts' gateway: a fresh namespace, an operator process
 serving only it, `sandfleet-gateway` as its own process (as the gateway's ServiceAccount), a
 tenant ServiceAccount's token and a warm SandboxPool of real runtime pods (the same set-up as
-bench_gateway). Everything is removed afterwards. Never run while tests use the cluster."""
+bench_gateway: bench/gateway_bench/on_cluster.py). Never run while tests use the cluster."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
-import secrets
-import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from bench.gateway_bench.process import GatewayProcess
-from bench.gateway_bench.rounds import POOL, GatewayBench
-from bench.operator_bench.launcher import BenchOperator, running_cluster
-from bench.operator_bench.namespaces import (
-    create_namespace,
-    delete_namespace,
-    new_name,
-    strip_finalizers,
-)
-from sandfleet.api import API_VERSION, POOL_PLURAL
-from sandfleet.kube import KubeClient, KubeConfig, resource_path
-from tests.cluster.gateway_clients import tenant_token
-from tests.cluster.kube_api import KubeApi
-from tests.cluster.operator_harness import (
-    OPERATOR_NAMESPACE,
-    install_api,
-    service_account_kubeconfig,
-)
+from bench.gateway_bench.on_cluster import gateway_bench_on_cluster
+from bench.gateway_bench.rounds import POOL
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,38 +26,6 @@ class ClusterGateway:
 async def cluster_gateway(pool_size: int, workdir: Path) -> AsyncIterator[ClusterGateway]:
     """The gateway, once the pool's `pool_size` pods are idle and Ready (the operator keeps
     running: claim-per-rollout's refills are part of what it costs)."""
-    _, admin_kubeconfig, images = running_cluster()
-    admin_api = KubeApi.from_kubeconfig(admin_kubeconfig)
-    install_api(admin_api)
-    namespace = new_name("rl")
-    key_file = workdir / "session-key"
-    key_file.write_text(secrets.token_urlsafe(48))
-    async with KubeClient(KubeConfig.load(admin_kubeconfig), qps=1000, burst=2000) as kube:
-        await create_namespace(kube, namespace)
-        operator = BenchOperator(
-            admin_kubeconfig, images["runtime"].ref, workdir, namespaces=[namespace],
-            env={"SANDFLEET_OPERATOR_SESSION_KEY_FILE": str(key_file)},
-        )  # fmt: skip
-        gateway_kubeconfig = service_account_kubeconfig(
-            admin_api, admin_kubeconfig, OPERATOR_NAMESPACE, "sandfleet-gateway",
-            workdir / "gateway.kubeconfig", expiration_s=7200,
-        )  # fmt: skip
-        gateway = GatewayProcess(gateway_kubeconfig, key_file, [namespace], workdir)
-        try:
-            operator.start()
-            gateway.start()
-            token = await tenant_token(admin_api, namespace)
-            pool = {"apiVersion": API_VERSION, "kind": "SandboxPool", "metadata": {"name": POOL},
-                    "spec": {"replicas": pool_size}}  # fmt: skip
-            await kube.create(resource_path(API_VERSION, POOL_PLURAL, namespace), pool)
-            bench = GatewayBench(
-                kube, namespace, gateway, operator, token, pool_size, pause_operator=False
-            )
-            await bench.until_pool_full()
-            yield ClusterGateway(gateway.address, token, namespace, POOL)
-        finally:
-            os.kill(operator.pid, signal.SIGCONT)
-            gateway.stop()
-            operator.stop()
-            await strip_finalizers(kube, namespace)
-            await delete_namespace(kube, namespace)
+    async with gateway_bench_on_cluster("rl", pool_size, workdir, pause_operator=False) as bench:
+        await bench.until_pool_full()
+        yield ClusterGateway(bench.gateway.address, bench.token, bench.namespace, POOL)
