@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cli.harness import CliResult, cli_environment, run_cli
+from tests.integration.cli.harness import CliResult, cli_environment, run_cli, run_folder
 from tests.support.scripted_openai import Hang, Reply, ScriptedOpenAIServer, bash, submit
 
 pytestmark = [pytest.mark.integration]
@@ -26,7 +26,7 @@ def run_flags(base_url: str, tmp_path: Path) -> list[str]:
 
 
 def result_error(tmp_path: Path) -> str:
-    record = json.loads((tmp_path / "results" / "t" / "result.json").read_text())
+    record = json.loads((run_folder(tmp_path / "results", "t") / "result.json").read_text())
     return str(record["error"])
 
 

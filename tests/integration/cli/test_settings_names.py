@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cli.harness import CliResult, cli_environment, records_of, run_cli
+from tests.integration.cli.harness import (
+    CliResult,
+    cli_environment,
+    records_of,
+    run_cli,
+    run_folder,
+)
 from tests.support.scripted_openai import Reply, ScriptedOpenAIServer, bash, submit
 
 pytestmark = [pytest.mark.integration]
@@ -27,7 +33,7 @@ def run_flags(server: ScriptedOpenAIServer, tmp_path: Path) -> list[str]:
 
 
 def timeout_observation(tmp_path: Path) -> str:
-    trajectory = tmp_path / "results" / "t" / "trajectory.jsonl"
+    trajectory = run_folder(tmp_path / "results", "t") / "trajectory.jsonl"
     observations = [r for r in records_of(trajectory, "observation")]
     return str(observations[0])
 
