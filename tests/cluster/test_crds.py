@@ -157,7 +157,12 @@ async def test_the_api_server_fills_in_the_defaults(
     files = [{"path": "a", "content": "x"}]
     body = session("defaults", template={}, agent=AGENT, network={}, files=files)
     spec = (await kube.checked("POST", collection(namespace, api.SESSION_KIND), body))["spec"]
-    assert spec["agent"] == {**AGENT, "maxTurns": 100, "toolTimeoutSeconds": 120, "recordTokens": False}
+    assert spec["agent"] == {
+        **AGENT,
+        "maxTurns": 100,
+        "toolTimeoutSeconds": 120,
+        "recordTokens": False,
+    }
     assert spec["template"] == {"workdir": api.DEFAULT_WORKDIR}
     assert spec["network"] == {"egress": api.EgressMode.NONE.value}
     assert spec["files"] == [{"path": "a", "content": "x", "mode": 0o644}]
