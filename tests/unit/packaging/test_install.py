@@ -203,5 +203,7 @@ async def test_the_wheel_with_no_extra_runs_the_cli_and_a_task_in_a_fresh_venv(
     # No extra: neither the operator's nor the eval loader's libraries came along.
     assert not {"kopf", "prometheus-client", "datasets"} & names
     assert run_code == 0, f"{run_out}\n{run_err}"
-    result = json.loads((tmp_path / "results" / "multiply" / "result.json").read_text())
+    # One run, so one run folder (<task id>-<UTC start time>).
+    (folder,) = (tmp_path / "results").glob("multiply-*")
+    result = json.loads((folder / "result.json").read_text())
     assert (result["stop_reason"], result["answer"]) == ("submitted", "391")
