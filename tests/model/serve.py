@@ -40,11 +40,13 @@ def main() -> None:
     params.chat_template = args.chat_template.read_text()
 
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
     # A starter killed without cleanup (SIGKILL, a test timeout) must not leave 2 GB behind.
     threading.Thread(target=_stop_when_orphaned, args=(os.getppid(), stop), daemon=True).start()
     server = xllamacpp.Server(params)  # loads the model and starts listening
+    # After the server: llama.cpp installs its own SIGTERM/SIGINT handlers as it starts, which
+    # left our stop unset, so every stop waited out the starter's 15 s before SIGKILL.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
     print(f"listening {server.listening_address}", flush=True)
     stop.wait()
     # The embedded server's threads never end on their own, so a normal interpreter exit
