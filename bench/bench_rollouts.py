@@ -198,7 +198,6 @@ async def _bench(args: argparse.Namespace) -> dict[str, Any]:
             async with cluster_gateway(args.concurrency * 3, Path(tmp)) as gateway:
                 args.gateway, args.token = gateway.address, gateway.token
                 args.namespace, args.pool = gateway.namespace, gateway.pool
-                args.fork_mb = 0  # forks through the gateway: see the local round
                 return await _run_modes(args)
     return await _run_modes(args)
 
