@@ -82,7 +82,8 @@ class GatewayBackend:
         if count < 1:
             raise ValueError(f"count must be at least 1, not {count}")
         target = await self.target()
-        gateway = GatewayClient(target.address, target.current_token(), tls=target.tls)
+        token = await asyncio.to_thread(target.current_token)  # may run an exec plugin
+        gateway = GatewayClient(target.address, token, tls=target.tls)
         shared = _SharedGateway(gateway, users=count)
         request = self.request
         try:
@@ -131,7 +132,8 @@ class GatewayBackend:
         """An existing session (made with kubectl, say) in the request's namespace, once it is
         Ready (waiting at most `timeout_s`); closing the result leaves the session alone."""
         target = await self.target()
-        async with GatewayClient(target.address, target.current_token(), tls=target.tls) as gateway:
+        token = await asyncio.to_thread(target.current_token)  # may run an exec plugin
+        async with GatewayClient(target.address, token, tls=target.tls) as gateway:
             info = await gateway.connect(
                 self.request.namespace or target.namespace, name, timeout_s
             )

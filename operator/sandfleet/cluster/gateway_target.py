@@ -68,7 +68,8 @@ class GatewayTarget:
     rotates while a long batch runs); None: `token` never changes."""
 
     def current_token(self) -> str:
-        """The token to send now: the source's latest, else the one resolved at first."""
+        """The token to send now: the source's latest, else the one resolved at first. It may
+        run a kubeconfig exec plugin: call it through asyncio.to_thread from async code."""
         fresh = self.token_source() if self.token_source is not None else None
         return fresh or self.token
 
