@@ -13,6 +13,7 @@ from typing import Any
 
 import aiohttp
 
+from sandfleet.cli.preflight import OPENAI_BASE_URL, get_models, models_url
 from sandfleet.errors import SandfleetError
 from sandfleet.logs import get_logger
 from sandfleet.settings import Settings
@@ -21,7 +22,6 @@ log = get_logger(__name__)
 
 CHECK_TIMEOUT_S = 10.0
 """Bound on one check (a connection, a probe); a check that takes longer fails."""
-OPENAI_API = "https://api.openai.com/v1"
 _PLACEHOLDER_KEY = "EMPTY"  # what a keyless --base-url endpoint gets (agent.openai_chat)
 
 
@@ -78,21 +78,16 @@ async def model_endpoint(settings: Settings, environ: Mapping[str, str]) -> Chec
             f"not configured: give --base-url (SANDFLEET_BASE_URL), or export "
             f"{settings.api_key_env} for the OpenAI API",
         )  # fmt: skip
-    base = (settings.base_url or OPENAI_API).rstrip("/")
-    url = f"{base}/models"
-    headers = {"Authorization": f"Bearer {key or _PLACEHOLDER_KEY}"}
-    timeout = aiohttp.ClientTimeout(total=CHECK_TIMEOUT_S)
+    base = (settings.base_url or OPENAI_BASE_URL).rstrip("/")
     try:
-        async with (
-            aiohttp.ClientSession(timeout=timeout) as session,
-            session.get(url, headers=headers) as response,
-        ):
-            status = response.status
-            body: Any = await response.json(content_type=None) if status == 200 else None
+        answer = await get_models(
+            base, key or _PLACEHOLDER_KEY, timeout_s=CHECK_TIMEOUT_S, read_body=True
+        )
     except (aiohttp.ClientError, ValueError) as error:
         return CheckResult(
-            name, Status.FAIL, f"cannot reach {url}: {error or type(error).__name__}"
+            name, Status.FAIL, f"cannot reach {models_url(base)}: {error or type(error).__name__}"
         )
+    status, body = answer.status, answer.body
     return CheckResult(name, *_endpoint_verdict(base, status, body, settings.model))
 
 
