@@ -135,6 +135,16 @@ class TaskOutcome:
         return cls(**values)
 
     @classmethod
+    def read(cls, path: Path) -> TaskOutcome | None:
+        """A run folder's result.json; None when it is missing, unreadable or not a record
+        (a run still going, or one cut off before it wrote its result)."""
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+            return cls.from_record(record) if isinstance(record, Mapping) else None
+        except (OSError, ValueError, TypeError):
+            return None
+
+    @classmethod
     def from_agent_result(
         cls,
         result: AgentResult,

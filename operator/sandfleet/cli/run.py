@@ -172,7 +172,7 @@ def run_command(args: argparse.Namespace, settings: Settings, console: Console) 
     if outcome is None:
         # Cancelled: execute_task wrote result.json (stop reason "cancelled") before it let
         # the cancellation through; show that record.
-        outcome = _read_outcome(folder / RESULT_FILE)
+        outcome = TaskOutcome.read(folder / RESULT_FILE)
         if outcome is None:
             errors.print("interrupted")
             return ExitCode.CANCELLED
@@ -203,13 +203,6 @@ async def _run(
         if renderer is not None:
             renderer.close()
         await model.aclose()
-
-
-def _read_outcome(path: Path) -> TaskOutcome | None:
-    try:
-        return TaskOutcome.from_record(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError):
-        return None
 
 
 def _print_header(console: Console, spec: TaskSpec, config: AgentConfig, folder: Path) -> None:

@@ -60,7 +60,7 @@ def list_runs(results_dir: Path) -> list[RunEntry]:
 
 def read_run(folder: Path) -> RunEntry | None:
     """The run recorded in folder, or None when the folder holds no run."""
-    outcome = _read_outcome(folder / RESULT_FILE)
+    outcome = TaskOutcome.read(folder / RESULT_FILE)
     meta = _first_record(folder / TRAJECTORY_FILE)
     if outcome is None and meta is None:
         return None
@@ -97,14 +97,6 @@ def resolve_run(results_dir: Path, name: str) -> Path:
     if not run.trajectory.exists():
         raise RunNotFoundError(f"run {run.run_id} has no {TRAJECTORY_FILE} in {run.folder}")
     return run.trajectory
-
-
-def _read_outcome(path: Path) -> TaskOutcome | None:
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-        return TaskOutcome.from_record(record) if isinstance(record, dict) else None
-    except (OSError, ValueError, TypeError):
-        return None
 
 
 def _first_record(path: Path) -> dict[str, Any] | None:
