@@ -33,8 +33,9 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-class _Portal:
-    """One event-loop thread, stopped when the last sandbox on it has closed."""
+class EventLoopThread:
+    """One event-loop thread (anyio's blocking portal) for blocking facades, stopped when the
+    last of its `users` has left (SyncSandbox and its forks, SyncSandboxEnvBatch)."""
 
     def __init__(self, users: int = 1) -> None:
         self._stack = contextlib.ExitStack()
@@ -75,7 +76,7 @@ class SyncSandbox:
     def __init__(
         self,
         sandbox: SandboxCore,
-        portal: _Portal,
+        portal: EventLoopThread,
     ) -> None:
         self.sandbox = sandbox
         """The async Sandbox underneath (use it only on this object's event loop)."""
@@ -87,7 +88,7 @@ class SyncSandbox:
     @classmethod
     def local(cls, config: LocalSandboxConfig | None = None, **options: Any) -> Self:
         """A local sandbox (Sandbox.local; `options`: tool_timeout_s, max_output_chars)."""
-        portal = _Portal()
+        portal = EventLoopThread()
         try:
             backend = LocalBackend(config or LocalSandboxConfig())
             sandbox = portal.call(Sandbox.open, backend, **options)
@@ -99,7 +100,7 @@ class SyncSandbox:
     @classmethod
     def on_cluster(cls, namespace: str | None = None, **options: Any) -> Self:
         """A sandbox on Kubernetes through the gateway; `options` are Sandbox.on_cluster's."""
-        portal = _Portal()
+        portal = EventLoopThread()
         try:
             sandbox = portal.call(Sandbox.on_cluster, namespace, **options)
         except BaseException:
@@ -113,7 +114,7 @@ class SyncSandbox:
     ) -> list[Self]:
         """`count` sandboxes from one gateway claim (all or none), sharing one event loop;
         `options` are Sandbox.on_cluster_many's."""
-        portal = _Portal()
+        portal = EventLoopThread()
         try:
             sandboxes = portal.call(Sandbox.on_cluster_many, count, namespace, **options)
         except BaseException:
@@ -125,7 +126,7 @@ class SyncSandbox:
     @classmethod
     def connect_session(cls, name: str, namespace: str | None = None, **options: Any) -> Self:
         """An existing session through the gateway (Sandbox.connect_session)."""
-        portal = _Portal()
+        portal = EventLoopThread()
         try:
             sandbox = portal.call(Sandbox.connect_session, name, namespace, **options)
         except BaseException:

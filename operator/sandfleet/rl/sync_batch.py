@@ -6,17 +6,14 @@ sandfleet.sync does for SyncSandbox); every method blocks until that loop has do
 
 from __future__ import annotations
 
-import contextlib
-import functools
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from anyio.from_thread import BlockingPortal, start_blocking_portal
-
 from sandfleet.agent.config import Task
 from sandfleet.rl.batch import Call, ResetFailure, SandboxEnvBatch
 from sandfleet.rl.episode import Observation, RewardFn, StepResult
+from sandfleet.sync import EventLoopThread
 
 T = TypeVar("T")
 
@@ -25,9 +22,8 @@ class SyncSandboxEnvBatch:
     """`with SyncSandboxEnvBatch.local(8) as batch: batch.reset_all(tasks); batch.step(calls)`.
     Close it (or leave the `with`): it keeps an event-loop thread until then."""
 
-    def __init__(self, stack: contextlib.ExitStack, portal: BlockingPortal) -> None:
-        self._stack = stack
-        self._portal = portal
+    def __init__(self, loop: EventLoopThread) -> None:
+        self._loop = loop
         self.batch: SandboxEnvBatch | None = None
         """The async batch underneath (use it only on this object's event loop)."""
 
@@ -36,13 +32,11 @@ class SyncSandboxEnvBatch:
         cls, opener: Callable[..., Awaitable[SandboxEnvBatch]], *args: Any, **kwargs: Any
     ) -> Self:
         """A batch from any async constructor (SandboxEnvBatch.local, .on_cluster, ...)."""
-        stack = contextlib.ExitStack()
-        portal = stack.enter_context(start_blocking_portal(name="sandfleet-rl"))
-        sync = cls(stack, portal)
+        sync = cls(EventLoopThread())
         try:
             sync.batch = sync._call(opener, *args, **kwargs)
         except BaseException:
-            stack.close()
+            sync._loop.leave()
             raise
         return sync
 
@@ -57,7 +51,7 @@ class SyncSandboxEnvBatch:
         return cls.open(SandboxEnvBatch.on_cluster, count, *args, **kwargs)
 
     def _call(self, func: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
-        return self._portal.call(functools.partial(func, *args, **kwargs))
+        return self._loop.call(func, *args, **kwargs)
 
     def _open_batch(self) -> SandboxEnvBatch:
         if self.batch is None:
@@ -79,7 +73,7 @@ class SyncSandboxEnvBatch:
             if batch is not None:
                 self._call(batch.close)
         finally:
-            self._stack.close()
+            self._loop.leave()
 
     def __enter__(self) -> Self:
         return self
