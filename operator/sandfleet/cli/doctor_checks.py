@@ -118,7 +118,7 @@ def _model_ids(body: Any) -> list[str]:
 
 async def local_isolation(settings: Settings, environ: Mapping[str, str]) -> CheckResult:
     """What local sandboxes need: a namespace tool (unshare or bubblewrap) that works here."""
-    from sandfleet.local.isolation import OPT_OUT, probe
+    from sandfleet.local.isolation import OPT_OUT, probe, seccomp_problem
 
     name = "local isolation"
     if settings.isolation == "none":
@@ -126,6 +126,9 @@ async def local_isolation(settings: Settings, environ: Mapping[str, str]) -> Che
             name, Status.WARN,
             "--isolation none: sandboxes run as plain processes that can change what you can",
         )  # fmt: skip
+    no_filter = seccomp_problem()
+    if no_filter is not None:
+        return CheckResult(name, Status.FAIL, no_filter)
     reasons = []
     for mechanism in ("unshare", "bwrap"):
         problem = await probe(mechanism)

@@ -35,6 +35,7 @@ from typing import Literal
 from sandfleet.errors import SandboxStartError
 from sandfleet.local.config import Isolation, NamespaceTool
 from sandfleet.local.layout import MountOp
+from sandfleet.local.nsinit import NO_LIBSECCOMP, libseccomp_loadable
 from sandfleet.logs import get_logger
 
 log = get_logger(__name__)
@@ -68,6 +69,9 @@ async def choose_isolation(isolation: Isolation, tool: NamespaceTool) -> Isolati
     ("auto" and "namespaces" alike: only an explicit "none" runs without namespaces)."""
     if isolation == "none":
         return IsolationChoice("none")
+    problem = seccomp_problem()
+    if problem is not None:
+        raise SandboxStartError(problem)
     user_ns = os.geteuid() != 0
     candidates: list[Mechanism] = ["unshare", "bwrap"] if tool == "auto" else [tool]
     reasons: list[str] = []
@@ -81,6 +85,13 @@ async def choose_isolation(isolation: Isolation, tool: NamespaceTool) -> Isolati
         f"local sandboxes need Linux user namespaces, which this machine does not give "
         f"({reason}); {OPT_OUT}"
     )
+
+
+def seccomp_problem() -> str | None:
+    """Why no namespaced sandbox may start here (no libseccomp for its filter), else None.
+    Never a warning and a start without it: the filter is what closes namespace creation,
+    io_uring and the other kernel surfaces (nsinit.py lists them)."""
+    return None if libseccomp_loadable() else NO_LIBSECCOMP
 
 
 async def probe(mechanism: Mechanism) -> str | None:

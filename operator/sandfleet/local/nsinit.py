@@ -47,7 +47,25 @@ PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
 LAST_CAP_FILE = "/proc/sys/kernel/cap_last_cap"
 SCMP_ACT_ALLOW = 0x7FFF0000
-SCMP_ACT_ERRNO_EPERM = 0x00050000 | errno.EPERM
+SCMP_ACT_ERRNO = 0x00050000
+SCMP_CMP_MASKED_EQ = 7
+CLONE_NEW_FLAGS = {
+    "CLONE_NEWNS": 0x00020000,
+    "CLONE_NEWCGROUP": 0x02000000,
+    "CLONE_NEWUTS": 0x04000000,
+    "CLONE_NEWIPC": 0x08000000,
+    "CLONE_NEWUSER": CLONE_NEWUSER,
+    "CLONE_NEWPID": 0x20000000,
+    "CLONE_NEWNET": 0x40000000,
+    # Only unshare and clone3 take it (in clone's flags this bit is part of the exit signal,
+    # which no valid signal sets): denied anyway, so no future kernel reading makes it a door.
+    "CLONE_NEWTIME": 0x00000080,
+}
+CLONE_SYSCALLS = ("clone", "clone2")
+"""Allowed (fork, threads, posix_spawn use them) unless their flags ask for a namespace."""
+ENOSYS_SYSCALLS = ("clone3",)
+"""Its flags sit in a struct that seccomp cannot read: "not implemented" makes glibc fall back
+to clone, whose flags the filter checks (what Docker and containerd do)."""
 DENIED_SYSCALLS = (
     # Namespaces and mounts: the sandbox's are built; new ones only widen the kernel surface.
     *("unshare", "setns", "mount", "umount2", "pivot_root", "mount_setattr", "move_mount"),
@@ -59,8 +77,15 @@ DENIED_SYSCALLS = (
     *("open_by_handle_at", "name_to_handle_at", "lookup_dcookie", "quotactl", "acct"),
     *("swapon", "swapoff", "reboot", "syslog", "iopl", "ioperm", "vhangup"),
     *("settimeofday", "clock_settime", "clock_adjtime", "adjtimex"),
+    # io_uring runs operations in kernel workers that seccomp never sees, and has been a
+    # steady source of kernel bugs (Docker's default profile denies it since 2023).
+    *("io_uring_setup", "io_uring_enter", "io_uring_register"),
 )
 LIBSECCOMP = "libseccomp.so.2"
+NO_LIBSECCOMP = (
+    f"no {LIBSECCOMP}: local sandboxes do not start without their seccomp filter "
+    "(install libseccomp: Debian/Ubuntu package libseccomp2, Fedora/RHEL libseccomp)"
+)
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 EXIT_SETUP_FAILED = 125
 SHELL = "/bin/sh"
@@ -224,9 +249,36 @@ def drop_privileges(uid: int, host_uid: int | None) -> None:
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "set no_new_privs")
 
 
+class ArgCmp(ctypes.Structure):
+    """libseccomp's struct scmp_arg_cmp: one comparison of a syscall argument."""
+
+    _fields_ = (
+        ("arg", ctypes.c_uint),
+        ("op", ctypes.c_int),
+        ("datum_a", ctypes.c_uint64),
+        ("datum_b", ctypes.c_uint64),
+    )
+
+
+def clone_flags_argument() -> int:
+    """Which argument of clone holds its flags (s390 swaps the first two)."""
+    return 1 if platform.machine().startswith("s390") else 0
+
+
+def libseccomp_loadable() -> bool:
+    try:
+        ctypes.CDLL(LIBSECCOMP)
+    except OSError:
+        return False
+    return True
+
+
 def seccomp_filter() -> tuple[Any, int] | None:
-    """(libseccomp, filter context) denying DENIED_SYSCALLS with EPERM, or None without
-    libseccomp (Debian's libseccomp2, a dependency of systemd and bubblewrap's distros)."""
+    """(libseccomp, filter context), or None without libseccomp (Debian's libseccomp2, a
+    dependency of systemd and of bubblewrap's distros). The filter answers EPERM to
+    DENIED_SYSCALLS and to clone with any CLONE_NEW* flag, ENOSYS to ENOSYS_SYSCALLS; the
+    other architectures of the machine (x32, i386 on x86_64) are killed (libseccomp's
+    default for a foreign architecture), so no 32-bit door leads around it."""
     try:
         lib = ctypes.CDLL(LIBSECCOMP, use_errno=True)
     except OSError:
@@ -234,22 +286,53 @@ def seccomp_filter() -> tuple[Any, int] | None:
     lib.seccomp_init.restype = ctypes.c_void_p
     lib.seccomp_init.argtypes = [ctypes.c_uint32]
     lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
-    lib.seccomp_rule_add.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint]
+    lib.seccomp_rule_add_array.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        ctypes.c_int,
+        ctypes.c_uint,
+        ctypes.POINTER(ArgCmp),
+    ]
     lib.seccomp_load.argtypes = [ctypes.c_void_p]
     lib.seccomp_release.argtypes = [ctypes.c_void_p]
     lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
     context = lib.seccomp_init(SCMP_ACT_ALLOW)
     if not context:
         raise OSError(errno.ENOMEM, "seccomp_init failed")
-    for name in DENIED_SYSCALLS:
-        number = lib.seccomp_syscall_resolve_name(name.encode())
-        if number < 0:  # not on this architecture
-            continue
-        result = lib.seccomp_rule_add(context, SCMP_ACT_ERRNO_EPERM, number, 0)
-        if result < 0:
-            lib.seccomp_release(context)
-            raise OSError(-result, f"seccomp rule for {name}: {os.strerror(-result)}")
+    try:
+        for name in DENIED_SYSCALLS:
+            _add_rule(lib, context, name, errno.EPERM)
+        for name in ENOSYS_SYSCALLS:
+            _add_rule(lib, context, name, errno.ENOSYS)
+        # One rule per flag: rules are alternatives, so any one flag set means EPERM.
+        flags_arg = clone_flags_argument()
+        for name in CLONE_SYSCALLS:
+            for flag in CLONE_NEW_FLAGS.values():
+                _add_rule(
+                    lib,
+                    context,
+                    name,
+                    errno.EPERM,
+                    ArgCmp(flags_arg, SCMP_CMP_MASKED_EQ, flag, flag),
+                )
+    except BaseException:
+        lib.seccomp_release(context)
+        raise
     return lib, context
+
+
+def _add_rule(lib: Any, context: int, name: str, error: int, *conditions: ArgCmp) -> None:
+    """Answer `name` with `error` (when every condition holds); skipped where the
+    architecture has no such syscall (clone2 exists only on ia64)."""
+    number = lib.seccomp_syscall_resolve_name(name.encode())
+    if number < 0:
+        return
+    array = (ArgCmp * len(conditions))(*conditions) if conditions else None
+    result = lib.seccomp_rule_add_array(
+        context, SCMP_ACT_ERRNO | error, number, len(conditions), array
+    )
+    if result < 0:
+        raise OSError(-result, f"seccomp rule for {name}: {os.strerror(-result)}")
 
 
 def load_seccomp() -> bool:
@@ -321,6 +404,7 @@ def exec_reaper(argv: list[str]) -> None:
 
 
 def main() -> None:
+    os.umask(0o022)  # mount points we create must be traversable by the sandbox's uid
     with open(sys.argv[1], "rb") as handle:
         spec = json.load(handle)
     try:
@@ -329,7 +413,8 @@ def main() -> None:
         loopback_up()
         drop_privileges(int(spec["uid"]), spec.get("host_uid"))
         if not load_seccomp():
-            print(f"sandfleet-init: no {LIBSECCOMP}: no seccomp filter", file=sys.stderr)
+            print(f"sandfleet-init: {NO_LIBSECCOMP}", file=sys.stderr, flush=True)
+            os._exit(EXIT_SETUP_FAILED)
         os.chdir(spec["cwd"])
     except OSError as exc:
         print(f"sandfleet-init: cannot build the sandbox: {exc}", file=sys.stderr, flush=True)

@@ -35,7 +35,7 @@ from sandfleet.local.layout import (
     private_roots,
     scan_host_root,
 )
-from sandfleet.local.nsinit import export_seccomp
+from sandfleet.local.nsinit import NO_LIBSECCOMP, export_seccomp
 from sandfleet.local.processes import SANDBOX_ID_ENV, ProcessIdentity, boot_id
 from sandfleet.local.python_shims import python_path_entries, write_python_shims
 from sandfleet.local.registry import Registry, SandboxRecord
@@ -214,7 +214,7 @@ def spawn_plan(
         args_path.write_bytes(b"".join(os.fsencode(option) + b"\0" for option in options))
         args_fd = os.open(args_path, os.O_RDONLY | os.O_CLOEXEC)
         command = [shutil.which("bwrap") or "bwrap", "--args", str(args_fd), "--", *argv]
-        fds = (args_fd,) if seccomp_fd is None else (args_fd, seccomp_fd)
+        fds = (args_fd, seccomp_fd)
         if hold is None:
             return SpawnPlan(command, plan.sandbox_dir, config.paths, argv, fds)
         extra = (*fds, hold.block_read, hold.info_write)
@@ -235,13 +235,13 @@ def spawn_plan(
     return SpawnPlan(command, plan.sandbox_dir, config.paths, argv)
 
 
-def seccomp_program() -> int | None:
-    """A memfd holding the sandbox's seccomp filter as BPF (None without libseccomp)."""
+def seccomp_program() -> int:
+    """A memfd holding the sandbox's seccomp filter as BPF: the very filter nsinit loads
+    (one builder, nsinit.seccomp_filter). SandboxStartError without libseccomp."""
     fd = os.memfd_create("sandfleet-seccomp", os.MFD_CLOEXEC)
     try:
         if not export_seccomp(fd):
-            os.close(fd)
-            return None
+            raise SandboxStartError(NO_LIBSECCOMP)
         os.lseek(fd, 0, os.SEEK_SET)
     except BaseException:
         os.close(fd)
