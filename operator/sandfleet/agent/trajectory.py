@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -38,7 +39,11 @@ class TrajectoryWriter:
         path.parent.mkdir(parents=True, exist_ok=True)
         # backslashreplace: a lone surrogate from an endpoint lands inside a JSON string as
         # the escape \udXXX, which is valid JSON and reads back as the same string.
-        self._file: TextIO | None = path.open("a", encoding="utf-8", errors="backslashreplace")
+        # 0600: prompts and observations are the user's alone (the umask may narrow it more).
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self._file: TextIO | None = open(  # noqa: SIM115 - closed by close()
+            fd, "a", encoding="utf-8", errors="backslashreplace"
+        )
 
     def write(self, record: Mapping[str, Any]) -> None:
         if self._file is None:

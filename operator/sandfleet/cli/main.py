@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -15,7 +16,7 @@ import sandfleet
 from sandfleet.cli.arg_parser import SuggestingParser
 from sandfleet.cli.consoles import error_console, output_console
 from sandfleet.cli.failures import exit_for
-from sandfleet.cli.results import ExitCode
+from sandfleet.cli.results import PRIVATE_UMASK, ExitCode
 from sandfleet.cli.settings_command import resolve_from_arguments
 from sandfleet.logs import configure_logging, get_logger
 from sandfleet.settings import Settings, SettingsError
@@ -52,7 +53,18 @@ context_exceeded, no_tool_call) or a replay mismatch; 2 bad usage or input; 3 mo
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `sandfleet` console script; returns the process exit code."""
+    """Entry point of the `sandfleet` console script; returns the process exit code.
+
+    Everything it writes (run folders, trajectories, copied outputs, eval results, batch
+    files) is private to the user from creation: umask 077 while it runs."""
+    previous = os.umask(PRIVATE_UMASK)
+    try:
+        return _main(argv)
+    finally:
+        os.umask(previous)  # an in-process caller (a test, a notebook) keeps its own
+
+
+def _main(argv: Sequence[str] | None) -> int:
     _tolerate_unencodable_output()
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -229,15 +229,24 @@ def run_id(task_id: str, started: datetime.datetime, attempt: int = 0) -> str:
     return base if attempt == 0 else f"{base}-{attempt + 1}"
 
 
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+PRIVATE_UMASK = 0o077
+"""The CLI's umask (main sets it): a run's prompt, trajectory and outputs are the user's
+alone; another user, or a sandbox running as another uid, reads none of them."""
+
+
 def new_run_folder(results_dir: Path, task_id: str) -> Path:
-    """Create and return a folder no earlier run has used, so a rerun never touches an
-    earlier run's files (mkdir without exist_ok is the atomic claim, also across processes)."""
+    """Create and return a private (0700) folder no earlier run has used, so a rerun never
+    touches an earlier run's files (mkdir without exist_ok is the atomic claim, also across
+    processes)."""
     started = datetime.datetime.now(datetime.UTC)
-    results_dir.mkdir(parents=True, exist_ok=True)
+    if not results_dir.is_dir():
+        results_dir.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
     for attempt in range(1000):
         folder = results_dir / run_id(task_id, started, attempt)
         try:
-            folder.mkdir()
+            folder.mkdir(mode=PRIVATE_DIR_MODE)
         except FileExistsError:
             continue
         return folder
@@ -246,7 +255,10 @@ def new_run_folder(results_dir: Path, task_id: str) -> Path:
 
 def write_result_file(path: Path, outcome: TaskOutcome) -> None:
     """Write result.json atomically, so readers never see half a file (blocking: use a thread)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
     temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(outcome.to_record(), indent=2) + "\n", encoding="utf-8")
+    text = json.dumps(outcome.to_record(), indent=2) + "\n"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+    with open(os.open(temporary, flags, PRIVATE_FILE_MODE), "w", encoding="utf-8") as handle:
+        handle.write(text)
     os.replace(temporary, path)
