@@ -55,6 +55,9 @@ class TaskSpec:
     """Sandbox layout the task asks for; None keeps the backend's default (/testbed)."""
     notices: tuple[str, ...] = ()
     """Warnings for the user (a misspelt prompt_config key, an unknown placeholder)."""
+    hidden: tuple[Path, ...] = ()
+    """Host paths the sandbox must never see, not even through a read-only bind
+    (`sandfleet eval`: the benchmark folder with its answers and reward.py)."""
 
 
 def load_prompt_config(path: Path) -> PromptConfig:

@@ -109,7 +109,8 @@ async def sandbox_sample(
     """A local sandbox run; the answer is {output_dir}/answer.txt as copied back."""
     started = time.perf_counter()
     task = sandbox_task(problem, sample, context.benchmark)
-    spec = TaskSpec(task=task, paths=context.benchmark.paths)
+    # The benchmark folder (rows, expected answers, reward.py) is never the model's to read.
+    spec = TaskSpec(task=task, paths=context.benchmark.paths, hidden=context.benchmark.secret_dirs)
     outcome = await execute_task(
         spec, model=model, config=context.config, settings=context.settings
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -128,12 +128,17 @@ def api_key(settings: Settings, *, loop_here: bool | None = None) -> str | None:
     return None
 
 
-def sandbox_config(settings: Settings, paths: SandboxPaths | None = None) -> LocalSandboxConfig:
+def sandbox_config(
+    settings: Settings, paths: SandboxPaths | None = None, hidden: Sequence[Path] = ()
+) -> LocalSandboxConfig:
+    """A local sandbox for the CLI: it never sees the results dir (other runs' outputs and
+    prompts) nor `hidden` (a benchmark folder), even where a bind would show them."""
     return LocalSandboxConfig(
         paths=paths or SandboxPaths(),
         isolation=settings.isolation,
         egress=settings.egress,
         state_dir=settings.state_dir,
+        hidden_paths=(settings.results_dir.absolute(), *(path.absolute() for path in hidden)),
     )
 
 
@@ -250,7 +255,7 @@ def _open_sandbox(
 ) -> contextlib.AbstractAsyncContextManager[Sandbox]:
     if gateway is None:
         return Sandbox.local(
-            sandbox_config(settings, spec.paths), tool_timeout_s=config.tool_timeout_s
+            sandbox_config(settings, spec.paths, spec.hidden), tool_timeout_s=config.tool_timeout_s
         )
     return _claimed_sandbox(spec, config, settings, gateway)
 

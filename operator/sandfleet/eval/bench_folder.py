@@ -40,6 +40,14 @@ class Benchmark:
     """The layout config.yaml asks for (working_dir/input_dir/output_dir); None: default."""
     reward_file: Path
     vanilla_prompt_file: Path | None
+    data_files: tuple[Path, ...] = ()
+    """The local data files the rows came from (none for a `datasets` hub dataset)."""
+
+    @property
+    def secret_dirs(self) -> tuple[Path, ...]:
+        """Folders a model under test must never read: the benchmark folder (rows,
+        expected answers, reward.py) and those of its local data files."""
+        return (self.folder, *sorted({path.parent.absolute() for path in self.data_files}))
 
 
 def load_benchmark(folder: Path) -> Benchmark:
@@ -59,7 +67,7 @@ def load_benchmark(folder: Path) -> Benchmark:
     if not reward_file.is_file():
         raise BenchError(f"benchmark folder {folder} has no {REWARD_FILE}")
     vanilla = folder / VANILLA_PROMPT_FILE
-    rows, source = _load_rows(folder, config)
+    rows, source, data_files = _load_rows(folder, config)
     return Benchmark(
         folder=folder,
         name=folder.resolve().name,  # "." and "x/.." have a name too
@@ -70,6 +78,7 @@ def load_benchmark(folder: Path) -> Benchmark:
         paths=prompts.paths,
         reward_file=reward_file,
         vanilla_prompt_file=vanilla if vanilla.is_file() else None,
+        data_files=data_files,
     )
 
 
@@ -83,7 +92,9 @@ def _read_config(path: Path) -> dict[str, Any]:
     return document
 
 
-def _load_rows(folder: Path, config: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
+def _load_rows(
+    folder: Path, config: dict[str, Any]
+) -> tuple[list[dict[str, Any]], str, tuple[Path, ...]]:
     dataset = config.get("dataset", "json")
     if not isinstance(dataset, str) or not dataset:
         raise BenchError(f"{folder / CONFIG_FILE}: dataset must be a string")
@@ -94,8 +105,9 @@ def _load_rows(folder: Path, config: dict[str, Any]) -> tuple[list[dict[str, Any
     if dataset in _LOCAL_FORMATS:
         files = [_resolve_data_file(folder, name) for name in _file_names(data_files, split)]
         rows = [row for path in files for row in _read_json_rows(path)]
-        return rows, ", ".join(str(path) for path in files)
-    return _load_with_datasets(folder, dataset, config.get("config"), split, data_files)
+        return rows, ", ".join(str(path) for path in files), tuple(files)
+    rows, source = _load_with_datasets(folder, dataset, config.get("config"), split, data_files)
+    return rows, source, ()
 
 
 def _file_names(data_files: Any, split: str | None) -> list[str]:

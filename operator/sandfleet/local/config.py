@@ -21,10 +21,12 @@ GIB = 1024**3
 class LocalSandboxConfig:
     """One local sandbox: a runtime agent child process in a private directory.
 
-    With namespaces the model sees `paths` (default /testbed) as its own directory, the host
-    filesystem read-only, a private /tmp, /run and /root (HOME), and only the sandbox's
-    processes; it runs as an unprivileged uid without capabilities, and its network is
-    loopback only (the agent serves on a Unix socket). README: "Local sandboxes: isolation".
+    With namespaces the model sees `paths` (default /testbed) as its own directory, the
+    host's system files read-only (/usr, /etc, /lib*: the tools it runs) and none of the
+    host's data (/home, /var, /opt, /srv, /mnt and any other folder are empty or absent), a
+    private /tmp, /var/tmp, /run and /root (HOME), and only the sandbox's processes; it
+    runs as an unprivileged uid without capabilities, and its network is loopback only (the
+    agent serves on a Unix socket). README: "Local sandboxes: isolation".
     """
 
     paths: SandboxPaths = dataclasses.field(default_factory=SandboxPaths)
@@ -55,6 +57,13 @@ class LocalSandboxConfig:
     """How long the agent may take to report its port (64 starting at once on 2 cores: ~10 s)."""
     stop_grace_s: float = 10.0
     """How long close() waits for a graceful shutdown before SIGKILL."""
+    read_only_binds: tuple[Path, ...] = ()
+    """Host paths a namespaced sandbox may read, at the same path inside (read-only): data
+    a task needs that is not copied in as input. A path inside the state dir or
+    `hidden_paths` is refused."""
+    hidden_paths: tuple[Path, ...] = ()
+    """Host paths no namespaced sandbox may see even below a read-only bind or a system dir
+    (the CLI hides its results dir here, `sandfleet eval` the benchmark folder)."""
     log_level: str = "INFO"
     """The runtime agent's log level; its log is <state_dir>/<id>/agent.log."""
 

@@ -244,6 +244,9 @@ async def _start(
                 stderr=log_file,
                 pass_fds=(ready_write, token_fd, *spawn.extra_fds),
                 start_new_session=True,  # a terminal's ^C is for us; we stop the sandbox
+                # The sandbox's own files get a pod's usual modes, whatever ours (the CLI
+                # keeps its run folders private with 077).
+                umask=0o022,
                 env=env,
                 cwd=spawn.cwd,
             )

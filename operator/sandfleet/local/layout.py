@@ -1,13 +1,21 @@
 """The filesystem a namespaced sandbox sees, as a pure list of mount operations.
 
-The new root is an empty tmpfs. Every top-level entry of the host's / is bind-mounted
-read-only at its own path (symlinks like /bin -> usr/bin are recreated), except:
-/proc (a new procfs for the new PID namespace), /dev (a minimal one, as bubblewrap builds),
-/tmp, /root and /run (private, writable; /root is HOME; /run holds the agent's socket and
-none of the host's) and the sandbox's own working paths (/testbed by default, private and
-writable). The state dir is hidden so one sandbox cannot read another's files, /home is
-masked (users' dotfiles and keys), and the agent's interpreter is bound back if a private
-or masked dir covers it.
+A pod sees its image, not the node's data; a local sandbox sees the host's SYSTEM files (the
+tools it runs) and none of its data. So the new root is an empty tmpfs with an allowlist:
+- SYSTEM_DIRS of the host's / are bound read-only at their own paths (/usr, /etc, /lib*,
+  /sys, package stores like /nix); top-level symlinks (/bin -> usr/bin) are recreated.
+  /etc keeps the host's configuration but not its accounts: passwd and group (and their
+  backups) are the sandbox's own, the shadow files empty.
+- EMPTY_DIRS (/home, /mnt, /media, /srv, /opt, /var) exist but are empty and read-only:
+  where hosts keep data. /var/tmp in it is private and writable like /tmp.
+- Every other top-level entry (/work, /data, /boot, a new folder tomorrow) does not exist.
+- /proc (new procfs), /dev (a minimal one, as bubblewrap builds), /tmp, /root (HOME), /run
+  (the agent's socket, none of the host's) and the sandbox's working paths are private.
+What the agent or the task needs comes back read-only on top: the agent's interpreter and
+packages (`needed`), /opt/<tool> dirs on the sandbox's PATH, and explicit binds. `hidden`
+paths (the state dir, results, a benchmark) get an empty read-only tmpfs wherever one of
+those binds would show them; `masked` paths (the caller's working directory) likewise, but
+what the agent needs below them comes back.
 Each private path P lives on the host at <fs_root>/P, so the mapping needs no table.
 """
 
@@ -15,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
@@ -27,10 +35,18 @@ HostEntryKind = Literal["dir", "file", "symlink"]
 
 # Replaced rather than bound from the host: new procfs, minimal /dev, private /tmp and HOME.
 _REPLACED = frozenset({"proc", "dev", "tmp", "root", "run"})
-PRIVATE_SYSTEM_DIRS = ("/tmp", "/root", "/run")
+SYSTEM_DIRS = frozenset(
+    {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "sys", "nix", "snap", "gnu"}
+)
+"""Top-level host dirs a sandbox sees (read-only): programs, libraries, configuration, and
+the package stores of Nix, Snap and Guix. /sys is there for the cgroups the agent limits."""
+EMPTY_DIRS = ("/home", "/mnt", "/media", "/opt", "/srv", "/var")
+"""Present but empty and read-only: users' files, mounted disks, served data, add-on
+packages and state (/var/lib, /var/log, /var/mail, /var/backups, /var/tmp) are host data.
+/opt holds both tools and data with nothing to tell them apart: only /opt/<name> dirs on the
+sandbox's PATH come back (opt_tools)."""
+PRIVATE_SYSTEM_DIRS = ("/tmp", "/root", "/run", "/var/tmp")
 """Always private in a namespaced sandbox; /root is HOME (pip --user, caches, dotfiles)."""
-MASKED_HOST_DIRS = ("/home",)
-"""Host dirs covered by an empty read-only tmpfs (what the agent needs is bound back)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -104,16 +120,21 @@ def plan_layout(
     needed: Iterable[str] = (),
     shared: Iterable[str] = (),
     masked: Iterable[str] = (),
+    read_only: Iterable[str] = (),
+    files: Mapping[str, str] | None = None,
     host_is_dir: Callable[[str], bool] = os.path.isdir,
 ) -> SandboxLayout:
     """Mount operations for one sandbox.
 
     `hidden`: host paths (real paths) the sandbox must not see, e.g. the state dir.
-    `needed`: host paths (real paths) the runtime agent needs even if a private or hidden
-    directory covers them, e.g. a Python installed under /root/.pyenv.
+    `needed`: host paths (real paths) the runtime agent needs, e.g. a Python installed under
+    /root/.pyenv or a virtual environment in a project folder.
     `shared`: host paths that stay writable inside, e.g. the sandbox's own cgroup, so the
     runtime agent can create the cgroups that limit its shells.
     `masked`: host paths covered by an empty tmpfs (`needed` paths below them come back).
+    `read_only`: host paths the task may read (LocalSandboxConfig.read_only_binds); one
+    inside a hidden path is refused.
+    `files`: sandbox file path -> host file bound over it read-only (/etc/passwd).
     """
     work_roots = private_roots(paths)
     private = sorted({*PRIVATE_SYSTEM_DIRS, *work_roots}, key=_depth_then_name)
@@ -121,47 +142,102 @@ def plan_layout(
     for root in work_roots:
         _check_mountable(root, by_name, host_is_dir)
 
+    empty = [path for path in EMPTY_DIRS if path not in private]
     ops: list[MountOp] = []
+    system: list[str] = []
     for entry in host_entries:
-        if entry.name in _REPLACED or f"/{entry.name}" in private:
-            continue
         target = f"/{entry.name}"
+        if entry.name in _REPLACED or target in private or target in EMPTY_DIRS:
+            continue
         if entry.kind == "symlink":
             ops.append(MountOp("symlink", target, source=entry.link))
-        else:
+        elif entry.name in SYSTEM_DIRS:
             ops.append(MountOp("bind", target, source=target, readonly=True))
+            system.append(target)
+    ops.extend(
+        MountOp("bind", target, source=source, readonly=True)
+        for target, source in sorted((files or {}).items())
+    )
     ops.extend(MountOp("bind", path, source=path) for path in sorted(set(shared)))
     ops.append(MountOp("dev", "/dev"))
     ops.append(MountOp("proc", "/proc"))
-
-    shadowed = [*private, "/proc", "/dev"]
-    hidden_paths: list[str] = []
-    for path in sorted(set(hidden), key=_depth_then_name):
-        if not any(_is_under(path, top) for top in [*shadowed, *hidden_paths]):
-            hidden_paths.append(path)
+    ops.extend(MountOp("tmpfs", path) for path in empty)  # read-only once the binds are in
     ops.extend(MountOp("bind", root, source=str(host_path(fs_root, root))) for root in private)
-    ops.extend(MountOp("tmpfs", path, readonly=True) for path in hidden_paths)
-    masks = [
-        path
-        for path in sorted(set(masked), key=_depth_then_name)
-        if not any(_is_under(path, top) for top in [*shadowed, *hidden_paths])
-    ]
-    ops.extend(MountOp("tmpfs", path) for path in masks)  # read-only once the binds are in
 
+    hidden_paths = _outermost(hidden)
+    masks = _outermost(masked)
+    # Masks inside a host system dir go on before the binds, so what is needed comes back.
+    early = [m for m in masks if _under_any(m, system) and not _under_any(m, private)]
+    ops.extend(MountOp("tmpfs", path) for path in early)
     exposed: list[str] = []
-    for path in sorted(set(needed), key=_depth_then_name):
+    wanted = [(p, False) for p in set(needed)] + [(p, True) for p in set(read_only)]
+    for path, explicit in sorted(wanted, key=lambda item: _depth_then_name(item[0])):
+        cover = next((top for top in hidden_paths if _is_under(path, top)), None)
+        if cover is not None:
+            raise SandboxStartError(_inside_hidden(path, cover, explicit=explicit))
         if any(_is_under(path, done) for done in exposed):
             continue
-        if any(_is_under(path, top) for top in hidden_paths):
-            raise SandboxStartError(
-                f"the runtime agent needs {path}, which is inside the hidden state dir; "
-                "choose a state_dir that does not contain the Python installation"
-            )
-        if any(_is_under(path, top) for top in [*private, *masks]):
-            ops.append(MountOp("bind", path, source=path, readonly=True))
-            exposed.append(path)
-    ops.extend(MountOp("readonly", path) for path in masks)
+        if _under_any(path, system) and not _under_any(path, early):
+            continue  # already visible
+        ops.append(MountOp("bind", path, source=path, readonly=True))
+        exposed.append(path)
+    # A path shows the host's files when the deepest mount over it is a host bind.
+    covers = [*private, *empty, "/proc", "/dev"]
+    shows = [*system, *exposed]
+    late = [m for m in masks if m not in early and _shown(m, shows, covers)]
+    ops.extend(MountOp("tmpfs", path, readonly=True) for path in late)
+    ops.extend(
+        MountOp("tmpfs", path, readonly=True)
+        for path in hidden_paths
+        if _shown(path, shows, covers)
+    )
+    ops.extend(MountOp("readonly", path) for path in [*empty, *early])
     return SandboxLayout(ops=tuple(ops), private_dirs=tuple(private))
+
+
+def opt_tools(search_path: str) -> list[str]:
+    """The /opt/<name> dirs that hold programs on this PATH: tools, not data."""
+    found = set()
+    for entry in search_path.split(":"):
+        parts = PurePosixPath(os.path.normpath(entry)).parts if entry.startswith("/") else ()
+        if len(parts) >= 3 and parts[1] == "opt":
+            found.add(f"/opt/{parts[2]}")
+    return sorted(found)
+
+
+def _inside_hidden(path: str, cover: str, *, explicit: bool) -> str:
+    if explicit:
+        return (
+            f"cannot bind {path} into the sandbox: it is inside {cover}, which sandboxes must "
+            "not see (the state dir, the results or the benchmark)"
+        )
+    return (
+        f"the runtime agent needs {path}, which is inside the hidden dir {cover}; "
+        "choose a state_dir (and results dir) that does not contain the Python installation"
+    )
+
+
+def _outermost(paths: Iterable[str]) -> list[str]:
+    """The paths that are not below another one of them."""
+    kept: list[str] = []
+    for path in sorted(set(paths), key=_depth_then_name):
+        if not _under_any(path, kept):
+            kept.append(path)
+    return kept
+
+
+def _shown(path: str, shows: Sequence[str], covers: Sequence[str]) -> bool:
+    """Whether `path` shows host files: its deepest mount is one of `shows`, not `covers`."""
+    return _depth_below(path, shows) > _depth_below(path, covers)
+
+
+def _depth_below(path: str, roots: Iterable[str]) -> int:
+    """Parts of the deepest root that holds `path` (0: none)."""
+    return max((len(PurePosixPath(r).parts) for r in roots if _is_under(path, r)), default=0)
+
+
+def _under_any(path: str, roots: Iterable[str]) -> bool:
+    return any(_is_under(path, root) for root in roots)
 
 
 def host_path(fs_root: Path, sandbox_path: str) -> Path:
@@ -178,8 +254,8 @@ def _check_mountable(
     if parts[1] in ("proc", "dev"):
         raise SandboxStartError(f"a sandbox path cannot be under /{parts[1]}: {root}")
     top = by_name.get(parts[1])
-    if top is None or parts[1] in _REPLACED or len(parts) == 2:
-        return
+    if top is None or parts[1] not in SYSTEM_DIRS or len(parts) == 2:
+        return  # a mount point in the sandbox's own root or in an empty dir: made at start
     if top.kind != "dir" or not host_is_dir(root) or os.path.realpath(root) != root:
         raise SandboxStartError(
             f"cannot make {root} private: /{parts[1]} is the host's (read-only in the sandbox) "

@@ -14,10 +14,11 @@ import shutil
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from sandfleet.backend import SandboxPaths
 from sandfleet.errors import SandboxStartError
+from sandfleet.local.accounts import write_account_files
 from sandfleet.local.cgroups import create_cgroups, limit_and_delegate, planned_cgroups
 from sandfleet.local.config import LocalSandboxConfig
 from sandfleet.local.isolation import (
@@ -27,10 +28,11 @@ from sandfleet.local.isolation import (
     unshare_command,
 )
 from sandfleet.local.layout import (
-    MASKED_HOST_DIRS,
     PRIVATE_SYSTEM_DIRS,
+    SYSTEM_DIRS,
     MountOp,
     host_path,
+    opt_tools,
     plan_layout,
     private_roots,
     scan_host_root,
@@ -103,21 +105,12 @@ def prepare_sandbox(
         )
         ops: tuple[MountOp, ...] = ()
         if namespaced:
-            layout = plan_layout(
-                config.paths,
-                fs_root=fs_root,
-                host_entries=scan_host_root(),
-                hidden=[os.path.realpath(registry.state_dir)],
-                needed=agent_paths(),
-                # Its own cgroups only (delegated): the rest of /sys/fs/cgroup stays read-only.
-                shared=[str(path) for path in cgroups],
-                masked=[path for path in MASKED_HOST_DIRS if os.path.isdir(path)],
-            )
-            ops = layout.ops
+            ops = _layout_ops(config, registry, sandbox_dir, fs_root, cgroups)
         private = [*PRIVATE_SYSTEM_DIRS, *private_roots(config.paths)]
         for path in [*private, config.paths.input_dir, config.paths.output_dir]:
             host_path(fs_root, path).mkdir(parents=True, exist_ok=True)
-        host_path(fs_root, "/tmp").chmod(0o1777)  # a real /tmp: sticky, writable by any user
+        for tmp in ("/tmp", "/var/tmp"):  # real ones: sticky, writable by any user
+            host_path(fs_root, tmp).chmod(0o1777)
         write_python_shims(host_path(fs_root, "/root"))
         if namespaced:
             host_path(fs_root, AGENT_SOCKET).parent.mkdir(parents=True, exist_ok=True)
@@ -132,6 +125,52 @@ def prepare_sandbox(
     return SandboxPlan(
         record, sandbox_dir, fs_root, new_root, log_path, ops, tuple(cgroups), host_uid
     )
+
+
+def _layout_ops(
+    config: LocalSandboxConfig,
+    registry: Registry,
+    sandbox_dir: Path,
+    fs_root: Path,
+    cgroups: Sequence[Path],
+) -> tuple[MountOp, ...]:
+    """The mount plan: the host's system dirs, none of its data (layout.py says which)."""
+    search_path = config.env.get("PATH", os.environ.get("PATH", _DEFAULT_PATH))
+    binds = [os.path.normpath(os.path.abspath(path)) for path in config.read_only_binds]
+    for path in binds:
+        if not os.path.exists(path):
+            raise SandboxStartError(f"cannot bind {path} into the sandbox: it does not exist")
+    layout = plan_layout(
+        config.paths,
+        fs_root=fs_root,
+        host_entries=scan_host_root(),
+        hidden=[os.path.realpath(p) for p in (registry.state_dir, *config.hidden_paths)],
+        needed=agent_paths(),
+        # Its own cgroups only (delegated): the rest of /sys/fs/cgroup stays read-only.
+        shared=[str(path) for path in cgroups],
+        masked=working_directory_mask(search_path),
+        read_only=[*binds, *(tool for tool in opt_tools(search_path) if os.path.isdir(tool))],
+        files=write_account_files(sandbox_dir / "etc", home="/root"),
+    )
+    return layout.ops
+
+
+def working_directory_mask(search_path: str) -> list[str]:
+    """The caller's working directory (a project folder: data), where a sandbox could see it.
+
+    Outside the system dirs it is not there anyway. Inside one (/usr/local/src/project) it
+    is masked, unless it holds the tools themselves: an ancestor of a PATH dir, or below the
+    libraries and shared files everything loads (/usr/lib*, /usr/share, /lib*)."""
+    cwd = os.path.realpath(os.getcwd())
+    parts = PurePosixPath(cwd).parts
+    if len(parts) < 3 or parts[1] not in SYSTEM_DIRS:
+        return []
+    if parts[1].startswith("lib") or (parts[1] == "usr" and parts[2].startswith(("lib", "share"))):
+        return []
+    tools = [os.path.realpath(entry) for entry in search_path.split(":") if entry.startswith("/")]
+    if any(tool == cwd or tool.startswith(cwd + "/") for tool in tools):
+        return []
+    return [cwd]
 
 
 def sandbox_host_uid() -> int | None:

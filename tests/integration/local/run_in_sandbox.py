@@ -1,6 +1,6 @@
 """Start one real local sandbox, run a Python script inside it with the agent's interpreter,
 print the script's stdout (its last line is expected to be JSON). For attacks run as another
-user in a child process. Usage: python run_in_sandbox.py STATE_DIR TOOL SCRIPT
+user in a child process. Usage: python run_in_sandbox.py STATE_DIR TOOL SCRIPT [READ_ONLY_BIND...]
 (prints {"unavailable": why} when TOOL cannot isolate here)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from sandfleet.local import LocalSandboxConfig, launch_local_runtime
 from sandfleet.local.isolation import probe
 
 
-async def main(state_dir: Path, tool: str, script: str) -> None:
+async def main(state_dir: Path, tool: str, script: str, binds: list[str]) -> None:
     unavailable = await probe(tool)  # type: ignore[arg-type]
     if unavailable:
         print(json.dumps({"unavailable": unavailable}), flush=True)
@@ -25,6 +25,7 @@ async def main(state_dir: Path, tool: str, script: str) -> None:
         state_dir=state_dir,
         isolation="namespaces",
         namespace_tool=tool,  # type: ignore[arg-type]
+        read_only_binds=tuple(Path(bind) for bind in binds),
     )
     runtime = await launch_local_runtime(config)
     client = RuntimeClient(runtime.address, runtime.token)
@@ -39,4 +40,4 @@ async def main(state_dir: Path, tool: str, script: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]).read_text()))
+    asyncio.run(main(Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]).read_text(), sys.argv[4:]))

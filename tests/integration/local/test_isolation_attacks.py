@@ -36,8 +36,10 @@ THROWAWAY_UID = 2**31 - 2**24 - 7  # below the sandboxes' host uids; in no passw
 @pytest.fixture
 def host_dir() -> Iterator[Path]:
     """A host dir the sandbox sees (read-only) and anyone may write: only the mount stops
-    a write. Under /var/tmp: /tmp is private in a sandbox."""
-    base = Path(tempfile.mkdtemp(prefix="sandfleet-attack-", dir="/var/tmp"))
+    a write. Under /usr/local/src (a system dir: host data dirs are not in a sandbox at
+    all), or /var/tmp where we may not write there."""
+    parent = "/usr/local/src" if os.access("/usr/local/src", os.W_OK) else "/var/tmp"
+    base = Path(tempfile.mkdtemp(prefix="sandfleet-attack-", dir=parent))
     base.chmod(0o777)
     (base / "marker").write_text("host\n")
     try:
@@ -172,7 +174,8 @@ def test_attacks_from_inside_a_sandbox_fail(
     assert "wrote" not in str(report["host_write"])
     assert sorted(p.name for p in host_dir.iterdir()) == ["marker"]
     assert (host_dir / "marker").read_text() == "host\n"
-    assert "root:" not in str(report["shadow"]) and "Permission denied" in str(report["shadow"])
+    # The sandbox's shadow files are empty; the host's would be closed by permissions.
+    assert "root:" not in str(report["shadow"])
     assert str(report["home"]).strip() == "", "/home is masked"
     assert "connected" not in str(report["loopback"]) and seen == []
     assert "connected" not in str(report["egress"]), "egress none: no route out"
