@@ -112,6 +112,9 @@ class Settings(BaseSettings):
     addresses only, as on the cluster) or "all" (slirp4netns; never the host's loopback)."""
     state_dir: Path | None = None
     """Where local sandboxes keep their private directories (None: the backend's default)."""
+    read_only_bind: tuple[Path, ...] = ()
+    """Host paths a local sandbox may read, at the same path inside (it sees no host data
+    otherwise); the flag repeats, SANDFLEET_READ_ONLY_BIND separates them with ':'."""
     backend: Literal["local", "kubernetes"] = "local"
     """Where `run` and `batch` run their tasks: a local sandbox, or a sandbox on a cluster
     claimed through the sandfleet gateway (`replay` runs locally)."""
@@ -143,6 +146,11 @@ class Settings(BaseSettings):
     """Level of the structlog lines on stderr (the trace and results go to stdout)."""
     log_json: bool | None = None
     """JSON log lines; None picks JSON when stderr is not a terminal."""
+
+    @field_validator("read_only_bind", mode="before")
+    @classmethod
+    def _path_list(cls, value: Any) -> Any:
+        return [part for part in value.split(":") if part] if isinstance(value, str) else value
 
     @field_validator("extra_body", mode="before")
     @classmethod

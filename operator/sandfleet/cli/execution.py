@@ -138,6 +138,7 @@ def sandbox_config(
         isolation=settings.isolation,
         egress=settings.egress,
         state_dir=settings.state_dir,
+        read_only_binds=settings.read_only_bind,
         hidden_paths=(settings.results_dir.absolute(), *(path.absolute() for path in hidden)),
     )
 

@@ -243,6 +243,15 @@ def _sandbox_options() -> SuggestingParser:
         help="where local sandboxes keep their private directories",
     )
     group.add_argument(
+        "--read-only-bind",
+        dest="read_only_bind",
+        action="append",
+        type=Path,
+        metavar="PATH",
+        help="a host path a local sandbox may read, at the same path (repeatable; the "
+        "sandbox sees the host's system files and none of its data otherwise)",
+    )
+    group.add_argument(
         "--tool-timeout",
         dest="tool_timeout_s",
         type=float,

@@ -93,6 +93,8 @@ def _plain(value: Any) -> Any:
         return MASK
     if isinstance(value, Path):
         return str(value)
+    if isinstance(value, tuple):
+        return [_plain(item) for item in value]
     return value
 
 

@@ -109,6 +109,9 @@ async def test_a_second_run_reads_neither_another_runs_files_nor_the_hosts_data(
         (tool / "bin" / "sandfleet-hello").chmod(0o755)
         path = f"{tool / 'bin'}:{path}"
     env = cli_environment(base / "home", PATH=path)
+    shared = open_folder(scratch, "/var/tmp", "sandfleet-shared-")
+    (shared / "given.txt").write_text("given-to-the-task\n")
+    (shared / "given.txt").chmod(0o644)
 
     victim_script = [
         Reply(tool_calls=[bash(f"echo {SECRET}-output > output/secret.txt")]),
@@ -131,12 +134,12 @@ async def test_a_second_run_reads_neither_another_runs_files_nor_the_hosts_data(
     ]
     steal = "; ".join(f"cat {shlex.quote(t)} 2>&1" for t in targets)
     steal += f"; ls -la {shlex.quote(str(results))} 2>&1; ls /srv /opt /mnt /var 2>&1"
-    steal += "; sandfleet-hello 2>&1; id"
+    steal += f"; sandfleet-hello 2>&1; id; cat {shlex.quote(str(shared / 'given.txt'))}"
     attacker_script = [Reply(tool_calls=[bash(steal)]), Reply(tool_calls=[submit()])]
     async with ScriptedOpenAIServer(attacker_script) as server:
         attacker = await run_cli(
             "run", "attacker", "--id", "attacker", *flags(server, results, state),
-            env=env, cwd=project,
+            "--read-only-bind", str(shared), env=env, cwd=project,
         )  # fmt: skip
     assert attacker.returncode == 0, attacker
     seen = observations(run_folder(results, "attacker") / "trajectory.jsonl")
@@ -148,6 +151,7 @@ async def test_a_second_run_reads_neither_another_runs_files_nor_the_hosts_data(
     if tool is not None:
         assert "tool-ran" in seen, "a tool under /opt on the PATH still runs"
     assert "(sandbox)" in seen, "the sandbox's account files, not the host's"
+    assert "given-to-the-task" in seen, "--read-only-bind shows what the task needs"
     # Run folders are private from creation: 0700 folders, 0600 files.
     for name, mode in modes(victim_folder).items():
         is_dir = name == "." or (victim_folder / name).is_dir()
