@@ -1,8 +1,11 @@
 """The Model adapter over the openai SDK's chat completions: the only module importing openai.
 
 Works with any OpenAI-compatible endpoint (OpenAI, vLLM, SGLang, llama.cpp, ...). Retries
-of 408/409/429/5xx and connection errors are the SDK's (max_retries, with backoff and
-Retry-After); this module only classifies what is left after them.
+of 408/409/429/5xx, timeouts and connection errors are model_retries' (the SDK's own are off,
+so each retry can be reported): this module says which failures are retryable and
+classifies what is left after them. Connecting (TCP and the TLS handshake) has its own short
+timeout, so an endpoint that never answers the handshake fails in seconds, not after the
+long read timeout.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import ssl
 import time
 import uuid
 import weakref
@@ -20,6 +24,8 @@ import openai
 
 from sandfleet.agent.config import AgentConfig
 from sandfleet.agent.context_overflow import context_length_error
+from sandfleet.agent.endpoint_hints import plain_http_instead_of_tls, v1_base_url
+from sandfleet.agent.events import one_line
 from sandfleet.agent.model import (
     ChatCompletionsMessages,
     ContextLengthExceededError,
@@ -27,6 +33,7 @@ from sandfleet.agent.model import (
     ModelTurn,
     Usage,
 )
+from sandfleet.agent.model_retries import Retryable, with_retries
 from sandfleet.agent.token_records import TOKEN_REQUEST_FIELDS, token_record
 from sandfleet.logs import get_logger
 from sandfleet.tool_calls import ToolCall, ToolSpec
@@ -35,6 +42,15 @@ log = get_logger(__name__)
 
 # Local servers (vLLM, llama.cpp) ignore the key, but the SDK refuses to start without one.
 _PLACEHOLDER_API_KEY = "EMPTY"
+
+CONNECT_TIMEOUT_S = 10.0
+"""Bound on opening a connection to the endpoint: TCP connect and TLS handshake (the request
+timeout bounds the rest). Generous for any reachable server, short next to the default
+600 s request timeout that a handshake nobody answers would otherwise wait out."""
+
+# Statuses worth another attempt (as the openai SDK's own retries chose them): request
+# timeout, lock conflict, rate limit, server errors.
+_RETRY_STATUSES = frozenset({408, 409, 429})
 
 # One semaphore per endpoint and event loop: asyncio primitives belong to a single loop,
 # and tests (or a CLI calling asyncio.run twice) may run several loops in one process.
@@ -72,8 +88,12 @@ class OpenAIChatModel(ChatCompletionsMessages):
         extra_body: Mapping[str, Any] | None = None,
         endpoint_concurrency: int = 64,
         record_tokens: bool = False,
+        max_retries: int = 0,
     ) -> None:
-        """`record_tokens`: ask for token ids and logprobs and put them on each ModelTurn."""
+        """`record_tokens`: ask for token ids and logprobs and put them on each ModelTurn;
+        `max_retries`: retries of a failed request (model_retries), on top of any the client
+        does itself."""
+        self._max_retries = max_retries
         self._client = client
         self._model = model
         self._temperature = temperature
@@ -108,8 +128,11 @@ class OpenAIChatModel(ChatCompletionsMessages):
             client = openai.AsyncOpenAI(
                 api_key=api_key,
                 base_url=config.base_url,
-                timeout=config.request_timeout_s,
-                max_retries=config.max_retries,
+                timeout=openai.Timeout(
+                    config.request_timeout_s,
+                    connect=min(CONNECT_TIMEOUT_S, config.request_timeout_s),
+                ),
+                max_retries=0,  # with_retries does them, reporting each one
             )
         except openai.OpenAIError as exc:
             raise ModelError(f"cannot set up the OpenAI client: {exc}") from exc
@@ -122,6 +145,7 @@ class OpenAIChatModel(ChatCompletionsMessages):
             extra_body=config.extra_body,
             endpoint_concurrency=config.endpoint_concurrency,
             record_tokens=config.record_tokens,
+            max_retries=config.max_retries,
         )
 
     @property
@@ -135,10 +159,10 @@ class OpenAIChatModel(ChatCompletionsMessages):
         async with endpoint_slots(self._endpoint, self._concurrency):
             started = time.perf_counter()
             try:
-                response = await self._client.chat.completions.create(
-                    model=self._model,
-                    messages=transcript,
-                    **options,
+                response = await with_retries(
+                    lambda: self._create(transcript, options),
+                    max_retries=self._max_retries,
+                    classify=self._retryable,
                 )
             except openai.APIStatusError as exc:
                 overflow = _overflow(exc)
@@ -147,12 +171,9 @@ class OpenAIChatModel(ChatCompletionsMessages):
                 message = _describe(exc) + _not_found_hint(exc.status_code, self._endpoint)
                 raise ModelError(message, status_code=exc.status_code) from exc
             except openai.APITimeoutError as exc:
-                raise ModelError(self._timed_out()) from exc
+                raise ModelError(self._timed_out(exc)) from exc
             except openai.APIConnectionError as exc:
-                cause = exc.__cause__ or exc
-                raise ModelError(
-                    f"cannot reach the model endpoint {self._endpoint}: {cause}"
-                ) from exc
+                raise ModelError(self._unreachable(exc)) from exc
             except openai.OpenAIError as exc:
                 raise ModelError(f"{type(exc).__name__}: {exc}") from exc
             except ValueError as exc:  # a 200 whose body is not JSON (the SDK's json.loads)
@@ -164,6 +185,26 @@ class OpenAIChatModel(ChatCompletionsMessages):
             return _model_turn(response, record_tokens=self._record_tokens)
         except (AttributeError, TypeError, ValueError) as exc:  # a non-conforming server
             raise ModelError(f"the model endpoint sent a malformed reply: {exc}") from exc
+
+    async def _create(self, transcript: Sequence[Any], options: dict[str, Any]) -> Any:
+        """One attempt. An https:// endpoint that fails the TLS handshake or never answers
+        it is asked once over plain HTTP: a server that answers so is a wrong scheme, said at
+        once instead of retried."""
+        try:
+            return await self._client.chat.completions.create(
+                model=self._model, messages=transcript, **options
+            )
+        except openai.APIConnectionError as exc:
+            if (
+                self._endpoint.startswith("https:")
+                and (_tls_failed(exc) or _connect_timed_out(exc))
+                and await plain_http_instead_of_tls(self._endpoint)
+            ):
+                raise ModelError(
+                    f"the endpoint {self._endpoint} answered plain HTTP, not TLS: use http:// "
+                    "in --base-url"
+                ) from exc
+            raise
 
     def _request_options(self, tools: Sequence[ToolSpec], max_tokens: int | None) -> dict[str, Any]:
         """The keyword arguments of one chat-completions request beyond model and messages:
@@ -185,14 +226,52 @@ class OpenAIChatModel(ChatCompletionsMessages):
     async def aclose(self) -> None:
         await self._client.close()
 
-    def _timed_out(self) -> str:
-        timeout = self._client.timeout  # a float, or an httpx.Timeout with a read limit
-        limit = getattr(timeout, "read", timeout)
-        seconds = f"{limit:g} s" if isinstance(limit, int | float) else "its time limit"
+    def _retryable(self, error: BaseException) -> Retryable | None:
+        """Whether a failed attempt deserves another (None: raise it now), and why it failed."""
+        if isinstance(error, openai.APIStatusError):
+            status = error.status_code
+            if (status not in _RETRY_STATUSES and status < 500) or _overflow(error) is not None:
+                return None
+            return Retryable(
+                f"HTTP {status}: {one_line(_endpoint_message(error), 200)}",
+                status_code=status,
+                retry_after_s=_retry_after(error),
+            )
+        if isinstance(error, openai.APITimeoutError):
+            return Retryable(self._timeout_cause(error))
+        if isinstance(error, openai.APIConnectionError):
+            if self._endpoint.startswith("https:") and _tls_failed(error):
+                return None  # a TLS mismatch does not heal; _unreachable says what it is
+            return Retryable(f"connection failed: {error.__cause__ or error}")
+        return None
+
+    def _timeout_cause(self, error: openai.APITimeoutError) -> str:
+        if _connect_timed_out(error):
+            return f"could not connect within {self._limit('connect')}"
+        return f"no answer within {self._limit('read')}"
+
+    def _limit(self, phase: str) -> str:
+        timeout = self._client.timeout  # a float, or a Timeout with connect and read limits
+        limit = getattr(timeout, phase, timeout)
+        return f"{limit:g} s" if isinstance(limit, int | float) else "its time limit"
+
+    def _timed_out(self, error: openai.APITimeoutError) -> str:
+        if _connect_timed_out(error):
+            return (
+                f"cannot reach the model endpoint {self._endpoint}: no connection within "
+                f"{self._limit('connect')}"
+            )
         return (
-            f"the model endpoint {self._endpoint} timed out: no answer within {seconds}, the "
-            "request timeout (raise it with --request-timeout or SANDFLEET_REQUEST_TIMEOUT)"
+            f"the model endpoint {self._endpoint} timed out: no answer within "
+            f"{self._limit('read')}, the request timeout (raise it with --request-timeout or "
+            "SANDFLEET_REQUEST_TIMEOUT)"
         )
+
+    def _unreachable(self, error: openai.APIConnectionError) -> str:
+        cause = error.__cause__ or error
+        if self._endpoint.startswith("https:") and _tls_failed(error):
+            return f"no TLS connection to the model endpoint {self._endpoint}: {cause}"
+        return f"cannot reach the model endpoint {self._endpoint}: {cause}"
 
     def _function_tools(self, tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
         # tool_specs() hands every run the same tuple, so this converts once per process.
@@ -233,12 +312,48 @@ def _describe(exc: openai.APIStatusError) -> str:
 
 def _not_found_hint(status: int, endpoint: str) -> str:
     """For a 404 at an endpoint without /v1: where OpenAI-compatible servers serve."""
-    if status != 404 or endpoint.rstrip("/").endswith("/v1"):
+    suggestion = v1_base_url(endpoint) if status == 404 else None
+    if suggestion is None:
         return ""
     return (
         f" (the endpoint answered 404 at {endpoint}/chat/completions; OpenAI-compatible "
-        f"servers usually serve under /v1: try --base-url {endpoint}/v1)"
+        f"servers usually serve under /v1: try --base-url {suggestion})"
     )
+
+
+def _retry_after(exc: openai.APIStatusError) -> float | None:
+    """The endpoint's Retry-After (or the non-standard retry-after-ms) in seconds."""
+    headers = exc.response.headers
+    for header, divisor in (("retry-after-ms", 1000), ("retry-after", 1)):
+        value = headers.get(header)
+        if value is None:
+            continue
+        try:
+            return float(value) / divisor
+        except ValueError:
+            continue  # an HTTP date: rare from model servers, backoff is fine then
+    return None
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """The error and its causes and contexts, innermost last."""
+    seen: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def _tls_failed(error: BaseException) -> bool:
+    """An SSL error somewhere in the chain (a handshake with a server that does not speak
+    TLS, a certificate the client refuses, ...)."""
+    return any(isinstance(e, ssl.SSLError) for e in _chain(error))
+
+
+def _connect_timed_out(error: BaseException) -> bool:
+    """A timeout while connecting (TCP or TLS handshake), not while waiting for the reply."""
+    return any(type(e).__name__ == "ConnectTimeout" for e in _chain(error))
 
 
 def _endpoint_message(exc: openai.APIStatusError) -> str:
