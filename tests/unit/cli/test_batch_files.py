@@ -19,9 +19,7 @@ from sandfleet.cli.results import RunFailure, TaskOutcome, run_id, task_folder_n
 
 
 def outcome(task_id: str, stop_reason: str = "submitted", answer: str | None = "42") -> TaskOutcome:
-    return TaskOutcome(
-        id=task_id, stop_reason=stop_reason, answer=answer, turns=2, finished_at="t"
-    )
+    return TaskOutcome(id=task_id, stop_reason=stop_reason, answer=answer, turns=2, finished_at="t")
 
 
 def test_task_lines_are_read_skipping_blank_lines(tmp_path: Path) -> None:
