@@ -115,6 +115,8 @@ def render_trajectory_file(path: Path, console: Console, errors: Console, *, ful
             for line in lines:
                 if line.strip():
                     render(line)
+    except BrokenPipeError:
+        raise  # stdout's reader left: main() ends quietly
     except OSError as error:
         errors.print(Text.assemble(("error: ", "red"), f"cannot read {path}: {error}"))
         return ExitCode.USAGE
