@@ -46,7 +46,7 @@ def timeout_observation(tmp_path: Path) -> str:
 async def test_the_tool_timeout_variable_is_named_after_the_flag_and_the_old_name_still_works(
     tmp_path: Path, variable: str, deprecated: bool
 ) -> None:
-    script = [Reply(tool_calls=[bash("sleep 30")]), Reply(tool_calls=[submit()])]
+    script = [Reply(tool_calls=[bash("sleep 30")]), Reply(text="done", tool_calls=[submit()])]
     async with ScriptedOpenAIServer(script) as server:
         result = await run_cli(
             "run", "sleep", *run_flags(server, tmp_path),
