@@ -121,7 +121,9 @@ async def with_retries(
         if listener is not None:
             listener(retry)
 
-    backoff = tenacity.wait_exponential_jitter(initial=_BACKOFF_INITIAL_S, max=_BACKOFF_MAX_S)
+    backoff = tenacity.wait_exponential_jitter(
+        multiplier=_BACKOFF_INITIAL_S, max=_BACKOFF_MAX_S, jitter=_BACKOFF_INITIAL_S
+    )
     retrying = tenacity.AsyncRetrying(
         stop=tenacity.stop_after_attempt(attempts),
         wait=wait,
