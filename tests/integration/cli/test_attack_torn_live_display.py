@@ -11,12 +11,13 @@ context_shortened ...`.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from pathlib import Path
 
 import pytest
 
-from tests.integration.cli.harness import TaskScripts, cli_environment
+from tests.integration.cli.harness import TaskScripts, cli_environment, run_cli
 from tests.integration.cli.terminal import lines_written, run_on_terminal, visible_lines
 from tests.support.scripted_openai import (
     ContextWindow,
@@ -78,3 +79,30 @@ async def test_a_tool_that_runs_for_seconds_shows_a_ticking_line(tmp_path: Path)
     assert {0, 1, 2} <= seconds, raw  # it ticks while the command runs
     # Transient: once the observation came, the trace has no ticking line left.
     assert not any("running" in line for line in visible_lines(raw)[-12:] if "←" in line)
+
+
+async def test_logs_are_text_unless_asked_and_go_to_a_log_file_when_given(tmp_path: Path) -> None:
+    # Piped, the old default was JSON lines in the middle of the trace (2>&1 | less).
+    steps = [Reply(tool_calls=[LONG_OUTPUT]), Reply(tool_calls=[ANSWER]),
+             Reply(tool_calls=[submit()])]  # fmt: skip
+    env = cli_environment(tmp_path / "home")
+    log_file = tmp_path / "sandfleet.log"
+    results = []
+    for extra in ((), ("--log-format", "json"), ("--log-file", str(log_file))):
+        window = ContextWindow(tokens=3000, above_first_request=True)
+        async with ScriptedOpenAIServer(steps, context_window=window) as server:
+            result = await run_cli(
+                "run", "first", *extra, "--model", "m", "--base-url", server.base_url,
+                "--results-dir", str(tmp_path / "results"),
+                "--state-dir", str(tmp_path / "state"), env=env, cwd=tmp_path,
+            )  # fmt: skip
+        results.append(result)
+    text, as_json, to_file = results
+
+    assert all(r.returncode == 0 for r in results), results
+    assert "warning: context_shortened task=" in text.stderr, text
+    assert "{" not in text.stderr
+    line = next(line for line in as_json.stderr.splitlines() if "context_shortened" in line)
+    assert json.loads(line)["event"] == "context_shortened"
+    assert "context_shortened" not in to_file.stderr + to_file.stdout
+    assert "warning: context_shortened task=" in log_file.read_text()
