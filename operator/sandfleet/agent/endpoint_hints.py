@@ -1,12 +1,14 @@
 """What to tell a user whose model endpoint URL is wrong: is an https:// endpoint really a
 plain-HTTP server (one short probe, asked only after a TLS handshake failed or hung, so the
 user hears "use http://" instead of a TLS error, or nothing for as long as the request
-timeout), and where an endpoint that answered 404 probably serves (/v1)."""
+timeout), where an endpoint that answered 404 probably serves (/v1), and what a failed
+connection's chain of causes says (TLS, a connect timeout)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import urllib.parse
 
 PROBE_TIMEOUT_S = 3.0
@@ -50,3 +52,24 @@ def v1_base_url(url: str) -> str | None:
     if not parts.netloc or parts.path.endswith("/v1"):
         return None
     return f"{parts.scheme}://{parts.netloc}/v1"
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """The error and its causes and contexts, innermost last."""
+    seen: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def tls_failed(error: BaseException) -> bool:
+    """An SSL error somewhere in the chain (a handshake with a server that does not speak
+    TLS, a certificate the client refuses, ...)."""
+    return any(isinstance(e, ssl.SSLError) for e in _chain(error))
+
+
+def connect_timed_out(error: BaseException) -> bool:
+    """A timeout while connecting (TCP or TLS handshake), not while waiting for the reply."""
+    return any(type(e).__name__ == "ConnectTimeout" for e in _chain(error))

@@ -11,32 +11,33 @@ long read timeout.
 from __future__ import annotations
 
 import asyncio
-import json
-import re
-import ssl
 import time
-import uuid
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import openai
 
+from sandfleet.agent.chat_replies import model_turn
 from sandfleet.agent.config import AgentConfig
 from sandfleet.agent.context_overflow import context_length_error
-from sandfleet.agent.endpoint_hints import plain_http_instead_of_tls, v1_base_url
+from sandfleet.agent.endpoint_hints import (
+    connect_timed_out,
+    plain_http_instead_of_tls,
+    tls_failed,
+    v1_base_url,
+)
 from sandfleet.agent.events import one_line
 from sandfleet.agent.model import (
     ChatCompletionsMessages,
     ContextLengthExceededError,
     ModelError,
     ModelTurn,
-    Usage,
 )
 from sandfleet.agent.model_retries import Retryable, with_retries
-from sandfleet.agent.token_records import TOKEN_REQUEST_FIELDS, token_record
+from sandfleet.agent.token_records import TOKEN_REQUEST_FIELDS
 from sandfleet.logs import get_logger
-from sandfleet.tool_calls import ToolCall, ToolSpec
+from sandfleet.tool_calls import ToolSpec
 
 log = get_logger(__name__)
 
@@ -182,7 +183,7 @@ class OpenAIChatModel(ChatCompletionsMessages):
                 ) from exc
         log.debug("model_replied", model=self._model, latency_s=time.perf_counter() - started)
         try:
-            return _model_turn(response, record_tokens=self._record_tokens)
+            return model_turn(response, record_tokens=self._record_tokens)
         except (AttributeError, TypeError, ValueError) as exc:  # a non-conforming server
             raise ModelError(f"the model endpoint sent a malformed reply: {exc}") from exc
 
@@ -197,7 +198,7 @@ class OpenAIChatModel(ChatCompletionsMessages):
         except openai.APIConnectionError as exc:
             if (
                 self._endpoint.startswith("https:")
-                and (_tls_failed(exc) or _connect_timed_out(exc))
+                and (tls_failed(exc) or connect_timed_out(exc))
                 and await plain_http_instead_of_tls(self._endpoint)
             ):
                 raise ModelError(
@@ -240,13 +241,13 @@ class OpenAIChatModel(ChatCompletionsMessages):
         if isinstance(error, openai.APITimeoutError):
             return Retryable(self._timeout_cause(error))
         if isinstance(error, openai.APIConnectionError):
-            if self._endpoint.startswith("https:") and _tls_failed(error):
+            if self._endpoint.startswith("https:") and tls_failed(error):
                 return None  # a TLS mismatch does not heal; _unreachable says what it is
             return Retryable(f"connection failed: {error.__cause__ or error}")
         return None
 
     def _timeout_cause(self, error: openai.APITimeoutError) -> str:
-        if _connect_timed_out(error):
+        if connect_timed_out(error):
             return f"could not connect within {self._limit('connect')}"
         return f"no answer within {self._limit('read')}"
 
@@ -256,7 +257,7 @@ class OpenAIChatModel(ChatCompletionsMessages):
         return f"{limit:g} s" if isinstance(limit, int | float) else "its time limit"
 
     def _timed_out(self, error: openai.APITimeoutError) -> str:
-        if _connect_timed_out(error):
+        if connect_timed_out(error):
             return (
                 f"cannot reach the model endpoint {self._endpoint}: no connection within "
                 f"{self._limit('connect')}"
@@ -269,7 +270,7 @@ class OpenAIChatModel(ChatCompletionsMessages):
 
     def _unreachable(self, error: openai.APIConnectionError) -> str:
         cause = error.__cause__ or error
-        if self._endpoint.startswith("https:") and _tls_failed(error):
+        if self._endpoint.startswith("https:") and tls_failed(error):
             return f"no TLS connection to the model endpoint {self._endpoint}: {cause}"
         return f"cannot reach the model endpoint {self._endpoint}: {cause}"
 
@@ -335,117 +336,9 @@ def _retry_after(exc: openai.APIStatusError) -> float | None:
     return None
 
 
-def _chain(error: BaseException) -> list[BaseException]:
-    """The error and its causes and contexts, innermost last."""
-    seen: list[BaseException] = []
-    current: BaseException | None = error
-    while current is not None and current not in seen:
-        seen.append(current)
-        current = current.__cause__ or current.__context__
-    return seen
-
-
-def _tls_failed(error: BaseException) -> bool:
-    """An SSL error somewhere in the chain (a handshake with a server that does not speak
-    TLS, a certificate the client refuses, ...)."""
-    return any(isinstance(e, ssl.SSLError) for e in _chain(error))
-
-
-def _connect_timed_out(error: BaseException) -> bool:
-    """A timeout while connecting (TCP or TLS handshake), not while waiting for the reply."""
-    return any(type(e).__name__ == "ConnectTimeout" for e in _chain(error))
-
-
 def _endpoint_message(exc: openai.APIStatusError) -> str:
     """The endpoint's own error message, without the SDK's "Error code: N - " prefix."""
     body = exc.body
     if isinstance(body, Mapping) and isinstance(body.get("message"), str) and body["message"]:
         return str(body["message"])
     return exc.message
-
-
-def _malformed(detail: str) -> ModelError:
-    """The reply does not follow the chat-completions schema."""
-    return ModelError(f"the model endpoint sent a malformed reply: {detail}")
-
-
-def _model_turn(response: Any, *, record_tokens: bool = False) -> ModelTurn:
-    """The reply as a ModelTurn. The SDK does not validate a reply's types, so every field
-    used here is checked: whatever an endpoint sends becomes a ModelTurn or a ModelError."""
-    if isinstance(response, str | bytes):  # the SDK hands over a body it could not type
-        raise _malformed(f"not a chat completion but text: {response[:80]!r}")
-    if isinstance(response, list | int | float | bool) or response is None:
-        raise _malformed(f"not a chat completion but {type(response).__name__}")
-    if not response.choices:
-        raise ModelError("the model endpoint returned no choices")
-    choice = response.choices[0]
-    message = choice.message
-    raw_calls = message.tool_calls or ()
-    if not isinstance(raw_calls, list | tuple):
-        raise _malformed(f"tool_calls is {type(raw_calls).__name__}, not a list")
-    calls = [call for call in (_tool_call(raw) for raw in raw_calls) if call is not None]
-    content = _text(message.content, "the message content")
-    item: dict[str, Any] = {"role": "assistant", "content": content}
-    if calls:
-        item["tool_calls"] = [
-            {
-                "id": call.call_id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": call.arguments},
-            }
-            for call in calls
-        ]
-    elif content is None:
-        item["content"] = ""
-    extra = message.model_extra or {}
-    reasoning = extra.get("reasoning_content") or extra.get("reasoning")
-    usage = response.usage
-    finish_reason = choice.finish_reason
-    return ModelTurn(
-        text=content or "",
-        tool_calls=tuple(calls),
-        usage=Usage(_count(usage.prompt_tokens), _count(usage.completion_tokens))
-        if usage
-        else Usage(),
-        message=item,
-        reasoning=_text(reasoning, "reasoning") if isinstance(reasoning, str) else None,
-        finish_reason=finish_reason if isinstance(finish_reason, str) else None,
-        tokens=token_record(response, choice) if record_tokens else None,
-    )
-
-
-def _tool_call(raw: Any) -> ToolCall | None:
-    function = getattr(raw, "function", None) or getattr(raw, "custom", None)
-    if function is None:
-        if isinstance(raw, str | int | float | list | dict):  # not an object the SDK typed
-            raise _malformed(f"a tool call is {type(raw).__name__}, not an object")
-        return None
-    name = _text(getattr(function, "name", None), "a tool call's function name")
-    if name is None:
-        raise _malformed("a tool call has no function name")
-    arguments = getattr(function, "arguments", None)
-    if arguments is None:
-        arguments = getattr(function, "input", "")
-    if isinstance(arguments, dict | list):  # a non-conforming server sent an object
-        arguments = json.dumps(arguments, ensure_ascii=False)
-    arguments = _text(arguments, "a tool call's arguments") or ""
-    # Tool results are matched by id; some servers leave it empty.
-    raw_id = str(raw.id) if isinstance(raw.id, int) else raw.id  # a lenient server's number
-    call_id = _text(raw_id, "a tool call's id") or f"call_{uuid.uuid4().hex[:24]}"
-    return ToolCall(call_id, name, arguments)
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _text(value: Any, what: str) -> str | None:
-    """A string of the reply, lone surrogates (which UTF-8 cannot carry) replaced by U+FFFD."""
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise _malformed(f"{what} is {type(value).__name__}, not a string")
-    return str(_SURROGATE.sub("\ufffd", value))
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and value >= 0 else 0
