@@ -13,7 +13,11 @@ from typing import Any
 
 import aiohttp
 
-from sandfleet.agent.endpoint_hints import v1_base_url
+from sandfleet.agent.endpoint_hints import (
+    PROBE_TIMEOUT_S,
+    plain_http_instead_of_tls,
+    v1_base_url,
+)
 from sandfleet.cli.preflight import OPENAI_BASE_URL, get_models, models_url
 from sandfleet.errors import SandfleetError
 from sandfleet.logs import get_logger
@@ -81,13 +85,16 @@ async def model_endpoint(settings: Settings, environ: Mapping[str, str]) -> Chec
         )  # fmt: skip
     base = (settings.base_url or OPENAI_BASE_URL).rstrip("/")
     try:
-        answer = await get_models(
-            base, key or _PLACEHOLDER_KEY, timeout_s=CHECK_TIMEOUT_S, read_body=True
-        )
-    except (aiohttp.ClientError, ValueError) as error:
-        return CheckResult(
-            name, Status.FAIL, f"cannot reach {models_url(base)}: {error or type(error).__name__}"
-        )
+        # An https:// endpoint keeps time for the plain-HTTP probe within the check's bound.
+        limit = CHECK_TIMEOUT_S - (PROBE_TIMEOUT_S + 1 if base.startswith("https:") else 0)
+        answer = await get_models(base, key or _PLACEHOLDER_KEY, timeout_s=limit, read_body=True)
+    except (aiohttp.ClientError, ValueError, TimeoutError) as error:
+        if base.startswith("https:") and await plain_http_instead_of_tls(base):
+            return CheckResult(
+                name, Status.FAIL, f"{base} answered plain HTTP, not TLS: use http://"
+            )
+        reason = error or type(error).__name__
+        return CheckResult(name, Status.FAIL, f"cannot reach {models_url(base)}: {reason}")
     status, body = answer.status, answer.body
     return CheckResult(name, *_endpoint_verdict(base, status, body, settings.model))
 

@@ -46,6 +46,25 @@ async def test_an_https_url_for_a_plain_http_server_fails_in_seconds_saying_use_
     assert server.chat_requests == []  # never a request it could read
 
 
+async def test_batch_and_doctor_say_use_http_too(tmp_path: Path) -> None:
+    # batch's preflight (GET /models) meets the mistake first: it names it before any task.
+    (tmp_path / "tasks.jsonl").write_text('{"id": "a", "prompt": "x"}\n')
+    env = cli_environment(tmp_path / "home")
+    async with ScriptedOpenAIServer([]) as server:
+        wrong = server.base_url.replace("http://", "https://")
+        batch = await run_cli(
+            "batch", str(tmp_path / "tasks.jsonl"), "--out", str(tmp_path / "out.jsonl"),
+            "--model", "m", "--base-url", wrong, *paths(tmp_path), env=env, cwd=tmp_path,
+        )  # fmt: skip
+        doctor = await run_cli("doctor", "--base-url", wrong, env=env, cwd=tmp_path)
+
+    assert batch.returncode == 3, batch
+    assert "answered plain HTTP, not TLS: use http://" in batch.stderr, batch
+    assert "no task was started" in batch.stderr
+    endpoint = next(line for line in doctor.stdout.splitlines() if "model endpoint" in line)
+    assert endpoint.startswith("fail") and "answered plain HTTP, not TLS" in endpoint, doctor
+
+
 @pytest.mark.parametrize(
     ("url", "said"),
     [
