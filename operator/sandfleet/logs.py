@@ -9,6 +9,7 @@ program, or the CLI or operator entry point, configures structlog, events follow
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -79,25 +80,73 @@ def get_logger(name: str) -> Logger:
     return Logger(name)
 
 
+class _CurrentStderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever sys.stderr is when a record is emitted, not when the handler was
+    made: while a rich live display (a progress bar, a ticking line) runs, sys.stderr is
+    rich's proxy, which prints each line above the display instead of through it."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass  # always sys.stderr
+
+
+def _text_line(_: Any, method: str, event_dict: Mapping[str, Any]) -> str:
+    """`warning: context_shortened task=t turn=3 clipped=2`: a log line for people, short
+    enough to sit beside a trace (no timestamp or logger name; --log-format json has them)."""
+    fields = {
+        key: value
+        for key, value in event_dict.items()
+        if key not in ("event", "level", "timestamp", "logger", "exception")
+    }
+    line = f"{event_dict.get('level', method)}: {event_dict.get('event', '')}"
+    line += "".join(f" {key}={value}" for key, value in fields.items())
+    exception = event_dict.get("exception")
+    return f"{line}\n{exception}" if exception else line
+
+
 def configure_logging(
-    *, level: str = "INFO", json: bool | None = None, stream: object = None
+    *,
+    level: str = "INFO",
+    json: bool | None = None,
+    stream: object = None,
+    file: str | os.PathLike[str] | None = None,
+    text: bool = False,
 ) -> None:
-    """JSON lines when not on a TTY (or when asked), a readable console format otherwise.
+    """JSON lines when not on a TTY (or when asked), a readable console format otherwise;
+    `text`: short `level: event key=value` lines instead of the console format (the CLI's).
+    `file`: append there instead of writing to the stream (stderr as it is at each line).
 
     For entry points only (CLI, operator): it sets structlog's and stdlib's global state,
     and stdlib records (grpc, kopf, aiohttp) are rendered the same way as our events."""
     out = sys.stderr if stream is None else stream
     json = (not getattr(out, "isatty", lambda: False)()) if json is None else json
-    renderer: structlog.types.Processor = (
-        structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
-    )
+    renderer: structlog.types.Processor
+    if json:
+        renderer = structlog.processors.JSONRenderer()
+    elif text:
+        renderer = _text_line
+    else:
+        renderer = structlog.dev.ConsoleRenderer(colors=False)
     structlog.configure(
         processors=[*_SHARED, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,
     )
-    handler = logging.StreamHandler(out)  # type: ignore[arg-type]
+    handler: logging.Handler
+    if file is not None:
+        handler = logging.FileHandler(file, encoding="utf-8")
+    elif stream is None:
+        handler = _CurrentStderrHandler()
+    else:
+        handler = logging.StreamHandler(stream)  # type: ignore[call-overload]
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=_SHARED,

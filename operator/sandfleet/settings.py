@@ -144,8 +144,13 @@ class Settings(BaseSettings):
     """Base URL of the operator's HTTP API (trajectories), e.g. http://localhost:8080."""
     log_level: str = "WARNING"
     """Level of the structlog lines on stderr (the trace and results go to stdout)."""
+    log_format: Literal["text", "json"] = "text"
+    """Log lines as short text (`warning: event key=value`) or JSON objects. Text by default
+    on a terminal and in a pipe alike: JSON only when asked, never mixed into a trace."""
     log_json: bool | None = None
-    """JSON log lines; None picks JSON when stderr is not a terminal."""
+    """The older spelling of log_format = "json" (True picks JSON)."""
+    log_file: Path | None = None
+    """Append log lines to this file instead of writing them to stderr."""
 
     @field_validator("read_only_bind", mode="before")
     @classmethod

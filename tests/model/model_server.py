@@ -109,7 +109,7 @@ def running_model_server(
         str(cache.python), str(HERE / "serve.py"),
         "--model", str(cache.gguf), "--chat-template", str(CHAT_TEMPLATE),
         "--host", host, "--threads", str(threads), "--ctx-size", str(CONTEXT_TOKENS),
-        "--alias", MODEL_NAME,
+        "--alias", MODEL_NAME, "--exit-with-parent",
     ]  # fmt: skip
     deadline = time.monotonic() + START_TIMEOUT_S
     with log.open("w") as stderr:

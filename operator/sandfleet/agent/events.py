@@ -29,6 +29,22 @@ class ModelReplied:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ModelRetried:
+    """A model request failed and is tried again after `wait_s` (model_retries.ModelRetry)."""
+
+    task_id: str
+    turn: int
+    attempt: int
+    """The attempt that failed, from 1."""
+    attempts: int
+    """Attempts allowed in all."""
+    cause: str
+    wait_s: float
+    attempt_s: float
+    """How long the failed attempt took."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ToolCalled:
     task_id: str
     turn: int
@@ -53,7 +69,9 @@ class RunFinished:
     """Also sent for a cancelled run, just before CancelledError propagates."""
 
 
-AgentEvent = TurnStarted | ModelReplied | ToolCalled | ObservationReceived | RunFinished
+AgentEvent = (
+    TurnStarted | ModelReplied | ModelRetried | ToolCalled | ObservationReceived | RunFinished
+)
 EventSink = Callable[[AgentEvent], None]
 
 

@@ -25,6 +25,7 @@ from sandfleet.agent.model import (
     ModelTurn,
     Usage,
 )
+from sandfleet.agent.model_retries import listening
 from sandfleet.agent.prompts import (
     DEFAULT_INSTANCE_PROMPT,
     DEFAULT_SYSTEM_PROMPT,
@@ -272,9 +273,10 @@ class AgentLoop:
         while True:
             asked = time.perf_counter()
             try:
-                return await self._model.complete(
-                    self._transcript, self._specs, max_tokens=self._max_tokens
-                )
+                with listening(lambda retry: self._recorder.retried(turn, retry)):
+                    return await self._model.complete(
+                        self._transcript, self._specs, max_tokens=self._max_tokens
+                    )
             except ContextLengthExceededError as exc:
                 smaller = shrunk_max_tokens(
                     self._max_tokens, exc, floor=self._config.min_completion_tokens

@@ -1,40 +1,57 @@
 """The Model adapter over the openai SDK's chat completions: the only module importing openai.
 
 Works with any OpenAI-compatible endpoint (OpenAI, vLLM, SGLang, llama.cpp, ...). Retries
-of 408/409/429/5xx and connection errors are the SDK's (max_retries, with backoff and
-Retry-After); this module only classifies what is left after them.
+of 408/409/429/5xx, timeouts and connection errors are model_retries' (the SDK's own are off,
+so each retry can be reported): this module says which failures are retryable and
+classifies what is left after them. Connecting (TCP and the TLS handshake) has its own short
+timeout, so an endpoint that never answers the handshake fails in seconds, not after the
+long read timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 import time
-import uuid
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import openai
 
+from sandfleet.agent.chat_replies import model_turn
 from sandfleet.agent.config import AgentConfig
 from sandfleet.agent.context_overflow import context_length_error
+from sandfleet.agent.endpoint_hints import (
+    connect_timed_out,
+    plain_http_instead_of_tls,
+    tls_failed,
+    v1_base_url,
+)
+from sandfleet.agent.events import one_line
 from sandfleet.agent.model import (
     ChatCompletionsMessages,
     ContextLengthExceededError,
     ModelError,
     ModelTurn,
-    Usage,
 )
-from sandfleet.agent.token_records import TOKEN_REQUEST_FIELDS, token_record
+from sandfleet.agent.model_retries import Retryable, with_retries
+from sandfleet.agent.token_records import TOKEN_REQUEST_FIELDS
 from sandfleet.logs import get_logger
-from sandfleet.tool_calls import ToolCall, ToolSpec
+from sandfleet.tool_calls import ToolSpec
 
 log = get_logger(__name__)
 
 # Local servers (vLLM, llama.cpp) ignore the key, but the SDK refuses to start without one.
 _PLACEHOLDER_API_KEY = "EMPTY"
+
+CONNECT_TIMEOUT_S = 10.0
+"""Bound on opening a connection to the endpoint: TCP connect and TLS handshake (the request
+timeout bounds the rest). Generous for any reachable server, short next to the default
+600 s request timeout that a handshake nobody answers would otherwise wait out."""
+
+# Statuses worth another attempt (as the openai SDK's own retries chose them): request
+# timeout, lock conflict, rate limit, server errors.
+_RETRY_STATUSES = frozenset({408, 409, 429})
 
 # One semaphore per endpoint and event loop: asyncio primitives belong to a single loop,
 # and tests (or a CLI calling asyncio.run twice) may run several loops in one process.
@@ -72,8 +89,12 @@ class OpenAIChatModel(ChatCompletionsMessages):
         extra_body: Mapping[str, Any] | None = None,
         endpoint_concurrency: int = 64,
         record_tokens: bool = False,
+        max_retries: int = 0,
     ) -> None:
-        """`record_tokens`: ask for token ids and logprobs and put them on each ModelTurn."""
+        """`record_tokens`: ask for token ids and logprobs and put them on each ModelTurn;
+        `max_retries`: retries of a failed request (model_retries), on top of any the client
+        does itself."""
+        self._max_retries = max_retries
         self._client = client
         self._model = model
         self._temperature = temperature
@@ -108,8 +129,11 @@ class OpenAIChatModel(ChatCompletionsMessages):
             client = openai.AsyncOpenAI(
                 api_key=api_key,
                 base_url=config.base_url,
-                timeout=config.request_timeout_s,
-                max_retries=config.max_retries,
+                timeout=openai.Timeout(
+                    config.request_timeout_s,
+                    connect=min(CONNECT_TIMEOUT_S, config.request_timeout_s),
+                ),
+                max_retries=0,  # with_retries does them, reporting each one
             )
         except openai.OpenAIError as exc:
             raise ModelError(f"cannot set up the OpenAI client: {exc}") from exc
@@ -122,6 +146,7 @@ class OpenAIChatModel(ChatCompletionsMessages):
             extra_body=config.extra_body,
             endpoint_concurrency=config.endpoint_concurrency,
             record_tokens=config.record_tokens,
+            max_retries=config.max_retries,
         )
 
     @property
@@ -135,10 +160,10 @@ class OpenAIChatModel(ChatCompletionsMessages):
         async with endpoint_slots(self._endpoint, self._concurrency):
             started = time.perf_counter()
             try:
-                response = await self._client.chat.completions.create(
-                    model=self._model,
-                    messages=transcript,
-                    **options,
+                response = await with_retries(
+                    lambda: self._create(transcript, options),
+                    max_retries=self._max_retries,
+                    classify=self._retryable,
                 )
             except openai.APIStatusError as exc:
                 overflow = _overflow(exc)
@@ -147,12 +172,9 @@ class OpenAIChatModel(ChatCompletionsMessages):
                 message = _describe(exc) + _not_found_hint(exc.status_code, self._endpoint)
                 raise ModelError(message, status_code=exc.status_code) from exc
             except openai.APITimeoutError as exc:
-                raise ModelError(self._timed_out()) from exc
+                raise ModelError(self._timed_out(exc)) from exc
             except openai.APIConnectionError as exc:
-                cause = exc.__cause__ or exc
-                raise ModelError(
-                    f"cannot reach the model endpoint {self._endpoint}: {cause}"
-                ) from exc
+                raise ModelError(self._unreachable(exc)) from exc
             except openai.OpenAIError as exc:
                 raise ModelError(f"{type(exc).__name__}: {exc}") from exc
             except ValueError as exc:  # a 200 whose body is not JSON (the SDK's json.loads)
@@ -161,9 +183,29 @@ class OpenAIChatModel(ChatCompletionsMessages):
                 ) from exc
         log.debug("model_replied", model=self._model, latency_s=time.perf_counter() - started)
         try:
-            return _model_turn(response, record_tokens=self._record_tokens)
+            return model_turn(response, record_tokens=self._record_tokens)
         except (AttributeError, TypeError, ValueError) as exc:  # a non-conforming server
             raise ModelError(f"the model endpoint sent a malformed reply: {exc}") from exc
+
+    async def _create(self, transcript: Sequence[Any], options: dict[str, Any]) -> Any:
+        """One attempt. An https:// endpoint that fails the TLS handshake or never answers
+        it is asked once over plain HTTP: a server that answers so is a wrong scheme, said at
+        once instead of retried."""
+        try:
+            return await self._client.chat.completions.create(
+                model=self._model, messages=transcript, **options
+            )
+        except openai.APIConnectionError as exc:
+            if (
+                self._endpoint.startswith("https:")
+                and (tls_failed(exc) or connect_timed_out(exc))
+                and await plain_http_instead_of_tls(self._endpoint)
+            ):
+                raise ModelError(
+                    f"the endpoint {self._endpoint} answered plain HTTP, not TLS: use http:// "
+                    "in --base-url"
+                ) from exc
+            raise
 
     def _request_options(self, tools: Sequence[ToolSpec], max_tokens: int | None) -> dict[str, Any]:
         """The keyword arguments of one chat-completions request beyond model and messages:
@@ -185,14 +227,52 @@ class OpenAIChatModel(ChatCompletionsMessages):
     async def aclose(self) -> None:
         await self._client.close()
 
-    def _timed_out(self) -> str:
-        timeout = self._client.timeout  # a float, or an httpx.Timeout with a read limit
-        limit = getattr(timeout, "read", timeout)
-        seconds = f"{limit:g} s" if isinstance(limit, int | float) else "its time limit"
+    def _retryable(self, error: BaseException) -> Retryable | None:
+        """Whether a failed attempt deserves another (None: raise it now), and why it failed."""
+        if isinstance(error, openai.APIStatusError):
+            status = error.status_code
+            if (status not in _RETRY_STATUSES and status < 500) or _overflow(error) is not None:
+                return None
+            return Retryable(
+                f"HTTP {status}: {one_line(_endpoint_message(error), 200)}",
+                status_code=status,
+                retry_after_s=_retry_after(error),
+            )
+        if isinstance(error, openai.APITimeoutError):
+            return Retryable(self._timeout_cause(error))
+        if isinstance(error, openai.APIConnectionError):
+            if self._endpoint.startswith("https:") and tls_failed(error):
+                return None  # a TLS mismatch does not heal; _unreachable says what it is
+            return Retryable(f"connection failed: {error.__cause__ or error}")
+        return None
+
+    def _timeout_cause(self, error: openai.APITimeoutError) -> str:
+        if connect_timed_out(error):
+            return f"could not connect within {self._limit('connect')}"
+        return f"no answer within {self._limit('read')}"
+
+    def _limit(self, phase: str) -> str:
+        timeout = self._client.timeout  # a float, or a Timeout with connect and read limits
+        limit = getattr(timeout, phase, timeout)
+        return f"{limit:g} s" if isinstance(limit, int | float) else "its time limit"
+
+    def _timed_out(self, error: openai.APITimeoutError) -> str:
+        if connect_timed_out(error):
+            return (
+                f"cannot reach the model endpoint {self._endpoint}: no connection within "
+                f"{self._limit('connect')}"
+            )
         return (
-            f"the model endpoint {self._endpoint} timed out: no answer within {seconds}, the "
-            "request timeout (raise it with --request-timeout or SANDFLEET_REQUEST_TIMEOUT)"
+            f"the model endpoint {self._endpoint} timed out: no answer within "
+            f"{self._limit('read')}, the request timeout (raise it with --request-timeout or "
+            "SANDFLEET_REQUEST_TIMEOUT)"
         )
+
+    def _unreachable(self, error: openai.APIConnectionError) -> str:
+        cause = error.__cause__ or error
+        if self._endpoint.startswith("https:") and tls_failed(error):
+            return f"no TLS connection to the model endpoint {self._endpoint}: {cause}"
+        return f"cannot reach the model endpoint {self._endpoint}: {cause}"
 
     def _function_tools(self, tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
         # tool_specs() hands every run the same tuple, so this converts once per process.
@@ -233,12 +313,27 @@ def _describe(exc: openai.APIStatusError) -> str:
 
 def _not_found_hint(status: int, endpoint: str) -> str:
     """For a 404 at an endpoint without /v1: where OpenAI-compatible servers serve."""
-    if status != 404 or endpoint.rstrip("/").endswith("/v1"):
+    suggestion = v1_base_url(endpoint) if status == 404 else None
+    if suggestion is None:
         return ""
     return (
         f" (the endpoint answered 404 at {endpoint}/chat/completions; OpenAI-compatible "
-        f"servers usually serve under /v1: try --base-url {endpoint}/v1)"
+        f"servers usually serve under /v1: try --base-url {suggestion})"
     )
+
+
+def _retry_after(exc: openai.APIStatusError) -> float | None:
+    """The endpoint's Retry-After (or the non-standard retry-after-ms) in seconds."""
+    headers = exc.response.headers
+    for header, divisor in (("retry-after-ms", 1000), ("retry-after", 1)):
+        value = headers.get(header)
+        if value is None:
+            continue
+        try:
+            return float(value) / divisor
+        except ValueError:
+            continue  # an HTTP date: rare from model servers, backoff is fine then
+    return None
 
 
 def _endpoint_message(exc: openai.APIStatusError) -> str:
@@ -247,90 +342,3 @@ def _endpoint_message(exc: openai.APIStatusError) -> str:
     if isinstance(body, Mapping) and isinstance(body.get("message"), str) and body["message"]:
         return str(body["message"])
     return exc.message
-
-
-def _malformed(detail: str) -> ModelError:
-    """The reply does not follow the chat-completions schema."""
-    return ModelError(f"the model endpoint sent a malformed reply: {detail}")
-
-
-def _model_turn(response: Any, *, record_tokens: bool = False) -> ModelTurn:
-    """The reply as a ModelTurn. The SDK does not validate a reply's types, so every field
-    used here is checked: whatever an endpoint sends becomes a ModelTurn or a ModelError."""
-    if isinstance(response, str | bytes):  # the SDK hands over a body it could not type
-        raise _malformed(f"not a chat completion but text: {response[:80]!r}")
-    if isinstance(response, list | int | float | bool) or response is None:
-        raise _malformed(f"not a chat completion but {type(response).__name__}")
-    if not response.choices:
-        raise ModelError("the model endpoint returned no choices")
-    choice = response.choices[0]
-    message = choice.message
-    raw_calls = message.tool_calls or ()
-    if not isinstance(raw_calls, list | tuple):
-        raise _malformed(f"tool_calls is {type(raw_calls).__name__}, not a list")
-    calls = [call for call in (_tool_call(raw) for raw in raw_calls) if call is not None]
-    content = _text(message.content, "the message content")
-    item: dict[str, Any] = {"role": "assistant", "content": content}
-    if calls:
-        item["tool_calls"] = [
-            {
-                "id": call.call_id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": call.arguments},
-            }
-            for call in calls
-        ]
-    elif content is None:
-        item["content"] = ""
-    extra = message.model_extra or {}
-    reasoning = extra.get("reasoning_content") or extra.get("reasoning")
-    usage = response.usage
-    finish_reason = choice.finish_reason
-    return ModelTurn(
-        text=content or "",
-        tool_calls=tuple(calls),
-        usage=Usage(_count(usage.prompt_tokens), _count(usage.completion_tokens))
-        if usage
-        else Usage(),
-        message=item,
-        reasoning=_text(reasoning, "reasoning") if isinstance(reasoning, str) else None,
-        finish_reason=finish_reason if isinstance(finish_reason, str) else None,
-        tokens=token_record(response, choice) if record_tokens else None,
-    )
-
-
-def _tool_call(raw: Any) -> ToolCall | None:
-    function = getattr(raw, "function", None) or getattr(raw, "custom", None)
-    if function is None:
-        if isinstance(raw, str | int | float | list | dict):  # not an object the SDK typed
-            raise _malformed(f"a tool call is {type(raw).__name__}, not an object")
-        return None
-    name = _text(getattr(function, "name", None), "a tool call's function name")
-    if name is None:
-        raise _malformed("a tool call has no function name")
-    arguments = getattr(function, "arguments", None)
-    if arguments is None:
-        arguments = getattr(function, "input", "")
-    if isinstance(arguments, dict | list):  # a non-conforming server sent an object
-        arguments = json.dumps(arguments, ensure_ascii=False)
-    arguments = _text(arguments, "a tool call's arguments") or ""
-    # Tool results are matched by id; some servers leave it empty.
-    raw_id = str(raw.id) if isinstance(raw.id, int) else raw.id  # a lenient server's number
-    call_id = _text(raw_id, "a tool call's id") or f"call_{uuid.uuid4().hex[:24]}"
-    return ToolCall(call_id, name, arguments)
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _text(value: Any, what: str) -> str | None:
-    """A string of the reply, lone surrogates (which UTF-8 cannot carry) replaced by U+FFFD."""
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise _malformed(f"{what} is {type(value).__name__}, not a string")
-    return str(_SURROGATE.sub("\ufffd", value))
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and value >= 0 else 0

@@ -10,6 +10,7 @@ from sandfleet.agent.config import AgentConfig
 from sandfleet.agent.events import (
     EventSink,
     ModelReplied,
+    ModelRetried,
     ObservationReceived,
     RunFinished,
     ToolCalled,
@@ -18,6 +19,7 @@ from sandfleet.agent.events import (
     summarize_arguments,
 )
 from sandfleet.agent.model import ModelTurn
+from sandfleet.agent.model_retries import ModelRetry
 from sandfleet.agent.prompts import PathsView
 from sandfleet.agent.results import AgentResult
 from sandfleet.agent.trajectory import FORMAT_VERSION, TrajectoryWriter
@@ -123,6 +125,29 @@ class RunRecorder:
         if self._on_event is not None:
             text = one_line(reply.text)
             self._on_event(ModelReplied(self._task_id, turn, text, len(reply.tool_calls), model_s))
+
+    def retried(self, turn: int, retry: ModelRetry) -> None:
+        """A model request of `turn` failed and is sent again after retry.wait_s."""
+        self._write(
+            {
+                "kind": "retry",
+                "turn": turn,
+                "attempt": retry.attempt,
+                "attempts": retry.attempts,
+                "cause": retry.cause,
+                "status_code": retry.status_code,
+                "attempt_s": retry.attempt_s,
+                "wait_s": retry.wait_s,
+                "at": datetime.datetime.now(datetime.UTC).isoformat(),
+            }
+        )
+        if self._on_event is not None:
+            self._on_event(
+                ModelRetried(
+                    self._task_id, turn, retry.attempt, retry.attempts, retry.cause,
+                    retry.wait_s, retry.attempt_s,
+                )
+            )  # fmt: skip
 
     def tool_called(self, turn: int, call: ToolCall) -> None:
         self._write(

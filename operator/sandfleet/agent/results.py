@@ -27,6 +27,12 @@ class StopReason(enum.StrEnum):
     """The run's task was cancelled (Ctrl-C, shutdown, a deleted session)."""
 
 
+SUBMITTED_NO_ANSWER = "submitted_no_answer"
+"""The status (not a stop reason: the loop did stop on submit) that results show for a run
+that called submit with no answer: no answer file and no text. Counted apart from
+answered submits wherever results are summed, so a submit is never taken for a success."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class TurnTiming:
     turn: int

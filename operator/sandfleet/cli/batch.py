@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -14,7 +15,15 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.text import Text
 
-from sandfleet.agent import AgentConfig, Model, StopReason, openai_model
+from sandfleet.agent import (
+    AgentConfig,
+    AgentEvent,
+    EventSink,
+    Model,
+    ModelRetried,
+    StopReason,
+    openai_model,
+)
 from sandfleet.cli.batch_display import BatchProgress, BatchStats, eta_text, json_line
 from sandfleet.cli.batch_files import (
     BatchFileError,
@@ -34,7 +43,7 @@ from sandfleet.cli.execution import (
 from sandfleet.cli.interrupts import run_until_interrupted
 from sandfleet.cli.preflight import EndpointUnusableError, check_endpoint
 from sandfleet.cli.render import TraceRenderer, batch_summary_table
-from sandfleet.cli.results import ExitCode, RunFailure, TaskOutcome
+from sandfleet.cli.results import NO_ANSWER, ExitCode, RunFailure, TaskOutcome
 from sandfleet.cli.run import add_gateway_argument, add_session_target_arguments
 from sandfleet.logs import get_logger
 from sandfleet.settings import Settings
@@ -113,6 +122,16 @@ def batch_command(args: argparse.Namespace, settings: Settings, console: Console
         errors.print(Text.assemble(("warning: ", "yellow"), notice))
     skip = ids_to_skip(previous, retry_failed=args.retry_failed)
     todo = [line for line in lines if line["id"] not in skip]
+    bad = _bad_tasks(todo, base_dir=args.tasks.parent)
+    if bad:
+        listed = "\n  ".join(bad)
+        count = "1 task" if len(bad) == 1 else f"{len(bad)} tasks"
+        message = (
+            f"{count} of {args.tasks} cannot run (no task was started; fix the lines and run "
+            f"the same command again):\n  {listed}"
+        )
+        errors.print(Text.assemble(("error: ", "red"), message))
+        return ExitCode.USAGE
     if todo and args.preflight:
         failure = _preflight(config)
         if failure == "":
@@ -159,6 +178,19 @@ def batch_command(args: argparse.Namespace, settings: Settings, console: Console
     return code
 
 
+def _bad_tasks(todo: Sequence[Mapping[str, Any]], *, base_dir: Path) -> list[str]:
+    """What is wrong with each line that could not become a task (a missing prompt, a
+    task_dir that does not exist, ...), checked before any task starts, so a bad line is
+    never run, recorded in --out, and then skipped by a corrected rerun."""
+    problems = []
+    for line in todo:
+        try:
+            task_from_batch_record(line, base_dir=base_dir)
+        except TaskInputError as error:
+            problems.append(f"{line['id']}: {error}")
+    return problems
+
+
 def _announce_start(
     console: Console, args: argparse.Namespace, *, total: int, todo: int, concurrency: int
 ) -> None:
@@ -173,13 +205,16 @@ def _announce_start(
 
 
 def batch_exit_code(outcomes: list[TaskOutcome], *, total: int, stopped: bool) -> ExitCode:
-    """0 every task submitted; 3 the model endpoint failed every task, or the batch stopped
-    because the first tasks all hit model errors; 130 tasks left unrun; else 1."""
+    """0 every task submitted an answer; 3 the model endpoint failed every task, or the
+    batch stopped because the first tasks all hit model errors; 130 tasks left unrun; 1 some
+    task did not submit; 5 every task submitted, some without an answer."""
     if stopped or (outcomes and all(o.stop_reason == StopReason.MODEL_ERROR for o in outcomes)):
         return ExitCode.MODEL_ERROR
     if len(outcomes) < total:
         return ExitCode.CANCELLED
-    return ExitCode.OK if all(outcome.submitted for outcome in outcomes) else ExitCode.NOT_SUBMITTED
+    if not all(outcome.submitted for outcome in outcomes):
+        return ExitCode.NOT_SUBMITTED
+    return ExitCode.OK if all(o.answered for o in outcomes) else ExitCode.NO_ANSWER
 
 
 def _preflight(config: AgentConfig) -> str | None:
@@ -199,13 +234,18 @@ def _summary(
     outcomes: list[TaskOutcome], total: int, stats: BatchStats, code: ExitCode
 ) -> dict[str, Any]:
     by_reason: dict[str, int] = {}
+    by_status: dict[str, int] = {}
     for outcome in outcomes:
         by_reason[outcome.stop_reason] = by_reason.get(outcome.stop_reason, 0) + 1
+        by_status[outcome.status] = by_status.get(outcome.status, 0) + 1
     return {
         "total": total,
         "recorded": len(outcomes),
         "submitted": sum(o.submitted for o in outcomes),
+        "answered": sum(o.submitted and o.answered for o in outcomes),
+        "submitted_no_answer": by_status.get(NO_ANSWER, 0),
         "by_stop_reason": by_reason,
+        "by_status": by_status,
         "ran_now": stats.finished,
         "elapsed_s": round(stats.elapsed_s, 3),
         "exit_code": int(code),
@@ -282,12 +322,16 @@ class _Batch:
         for notice in spec.notices:  # the task still runs: a typo is the user's to fix
             warning = Text.assemble(("warning: ", "yellow"), f"[{task_id}] {notice}")
             error_console().print(warning)
-        renderer = TraceRenderer(console, prefix=f"[{task_id}] ") if self.trace else None
+        on_event: EventSink
+        if self.trace:
+            on_event = TraceRenderer(console, prefix=f"[{task_id}] ")
+        else:
+            on_event = functools.partial(self._show_retry, console)
         started = time.perf_counter()
         try:
             return await execute_task(
                 spec, model=model, config=self.config, settings=self.settings,
-                on_event=renderer, gateway=self.gateway,
+                on_event=on_event, gateway=self.gateway,
             )  # fmt: skip
         # One broken task must never stop the batch: a bug becomes that task's failed line.
         except Exception as error:
@@ -296,6 +340,28 @@ class _Batch:
                 task_id, RunFailure.INTERNAL_ERROR, f"{type(error).__name__}: {error}",
                 model=self.config.model, total_time_s=time.perf_counter() - started,
             )  # fmt: skip
+
+    def _show_retry(self, console: Console, event: AgentEvent) -> None:
+        """Without --trace, of a task's events only its model retries are shown: a line
+        above the progress bar, or a "retry" object with --json."""
+        if not isinstance(event, ModelRetried):
+            return
+        if self.as_json:
+            json_line(
+                console, "retry", id=event.task_id, turn=event.turn, attempt=event.attempt,
+                attempts=event.attempts, cause=event.cause, attempt_s=event.attempt_s,
+                wait_s=event.wait_s,
+            )  # fmt: skip
+            return
+        console.print(
+            Text.assemble(
+                ("↻ ", "yellow"), (event.task_id, "bold"),
+                (f" model request failed (attempt {event.attempt}/{event.attempts}, "
+                 f"{event.attempt_s:.1f}s): ", "yellow"),
+                event.cause, (f"; retrying in {event.wait_s:.1f}s", "yellow"),
+            ),
+            no_wrap=True, overflow="ellipsis",
+        )  # fmt: skip
 
     def _record(self, progress: BatchProgress | None, outcome: TaskOutcome) -> None:
         stats = self.stats

@@ -37,8 +37,8 @@ class BatchStats(Pace):
     concurrency: int = 1
     submitted: int = 0
     failed: int = 0
-    task_time_s: float = 0.0
-    """Summed total_time_s of the tasks finished in this invocation."""
+    durations_s: list[float] = dataclasses.field(default_factory=list)
+    """total_time_s of each task finished in this invocation."""
     running: dict[str, float] = dataclasses.field(default_factory=dict)
     """Task id -> time.perf_counter() when it started."""
 
@@ -50,22 +50,27 @@ class BatchStats(Pace):
         self.finished += 1
         self.submitted += outcome.submitted
         self.failed += outcome.failed
-        self.task_time_s += outcome.total_time_s
+        self.durations_s.append(outcome.total_time_s)
 
     def eta_s(self) -> float | None:
         now = time.perf_counter()
         running = [now - since for since in list(self.running.values())]
         return remaining_s(
-            mean_task_s=self.task_time_s / self.finished if self.finished else None,
+            durations_s=self.durations_s,
             running_for_s=running,
             queued=max(self.todo - self.finished - len(running), 0),
             concurrency=self.concurrency,
         )
 
 
+def rate_text(stats: BatchStats) -> str:
+    """Tasks finished per minute of this invocation so far (moves while none finishes)."""
+    return f"{stats.rate_per_minute():.1f} tasks/min" if stats.finished else "- tasks/min"
+
+
 def eta_text(seconds: float | None) -> str:
     if seconds is None:
-        return "ETA -:--:--"
+        return "ETA unknown"
     whole = round(seconds)
     return f"ETA {whole // 3600}:{whole % 3600 // 60:02d}:{whole % 60:02d}"
 
@@ -111,8 +116,9 @@ class BatchProgress(Progress):
             yield running_text(dict(self._stats.running), time.perf_counter())
 
     def tick(self) -> None:
-        """Refresh the ETA (called every second: it moves while no task finishes)."""
-        self.update(self.bar, eta=eta_text(self._stats.eta_s()))
+        """Refresh the ETA and the rate (called every second: both move while no task
+        finishes)."""
+        self.update(self.bar, eta=eta_text(self._stats.eta_s()), rate=rate_text(self._stats))
 
     def task_finished(self, outcome: TaskOutcome) -> None:
         stats = self._stats
@@ -121,7 +127,7 @@ class BatchProgress(Progress):
             self.bar,
             advance=1,
             failed=stats.failed,
-            rate=f"{stats.rate_per_minute():.1f} tasks/min",
+            rate=rate_text(stats),
             eta=eta_text(stats.eta_s()),
         )
 

@@ -9,6 +9,7 @@ a width no line reaches, unless COLUMNS says otherwise.
 from __future__ import annotations
 
 import os
+import sys
 from typing import TextIO
 
 from rich.console import Console
@@ -18,9 +19,26 @@ PIPE_WIDTH = 100_000
 prints is cut (tables are as wide as their content, not as the console)."""
 
 
+class _OutputConsole(Console):
+    """A Console whose reader may leave (`sandfleet show X --full | head -2`)."""
+
+    def on_broken_pipe(self) -> None:
+        # rich's own exits 1 on the spot; here main() decides (exit 0: the reader got what
+        # it wanted). Later output goes nowhere, also the interpreter's last flush.
+        self.quiet = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # no real stdout (a StringIO): nothing to flush
+            pass
+        finally:
+            os.close(devnull)
+        raise BrokenPipeError("the reader of stdout went away")
+
+
 def output_console(file: TextIO | None = None) -> Console:
     """The stdout Console of a subcommand (or of `file`)."""
-    return _unwrapped_when_piped(Console(file=file, highlight=False))
+    return _unwrapped_when_piped(_OutputConsole(file=file, highlight=False))
 
 
 def error_console() -> Console:

@@ -27,7 +27,8 @@ def register(commands: Any, *, parents: Sequence[argparse.ArgumentParser]) -> No
         parents=list(parents),
         help="check the model endpoint, local isolation, cgroups, cluster and gateway",
         description="Check what sandfleet needs, one line each (ok, warn, fail or skip):\n"
-        "the model endpoint (GET <base-url>/models with the key), local isolation\n"
+        "the model endpoint (GET <base-url>/models with the key), the server's slots\n"
+        "(llama.cpp's /props, against --concurrency), local isolation\n"
         "(user namespaces through unshare or bubblewrap), writable cgroups, the cluster\n"
         "(GET /version, when a kubeconfig exists) and the gateway (when one is configured).\n"
         f"Each check gives up after {CHECK_TIMEOUT_S:g} s. Exit 0 when nothing failed, else 1.",
@@ -36,6 +37,11 @@ def register(commands: Any, *, parents: Sequence[argparse.ArgumentParser]) -> No
     parser.add_argument(
         "--json", dest="as_json", action="store_true", help="one JSON object: the checks"
     )
+    parser.add_argument(
+        "--concurrency", "-c", dest="concurrency", type=int, metavar="N",
+        help="the tasks you mean to run at once: warns when the model server has fewer "
+        "slots (llama.cpp)",
+    )  # fmt: skip
     add_cluster_flags(parser)
     parser.set_defaults(handler=doctor_command)
 

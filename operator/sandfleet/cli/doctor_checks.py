@@ -13,6 +13,11 @@ from typing import Any
 
 import aiohttp
 
+from sandfleet.agent.endpoint_hints import (
+    PROBE_TIMEOUT_S,
+    plain_http_instead_of_tls,
+    v1_base_url,
+)
 from sandfleet.cli.preflight import OPENAI_BASE_URL, get_models, models_url
 from sandfleet.errors import SandfleetError
 from sandfleet.logs import get_logger
@@ -80,23 +85,27 @@ async def model_endpoint(settings: Settings, environ: Mapping[str, str]) -> Chec
         )  # fmt: skip
     base = (settings.base_url or OPENAI_BASE_URL).rstrip("/")
     try:
-        answer = await get_models(
-            base, key or _PLACEHOLDER_KEY, timeout_s=CHECK_TIMEOUT_S, read_body=True
-        )
-    except (aiohttp.ClientError, ValueError) as error:
-        return CheckResult(
-            name, Status.FAIL, f"cannot reach {models_url(base)}: {error or type(error).__name__}"
-        )
+        # An https:// endpoint keeps time for the plain-HTTP probe within the check's bound.
+        limit = CHECK_TIMEOUT_S - (PROBE_TIMEOUT_S + 1 if base.startswith("https:") else 0)
+        answer = await get_models(base, key or _PLACEHOLDER_KEY, timeout_s=limit, read_body=True)
+    except (aiohttp.ClientError, ValueError, TimeoutError) as error:
+        if base.startswith("https:") and await plain_http_instead_of_tls(base):
+            return CheckResult(
+                name, Status.FAIL, f"{base} answered plain HTTP, not TLS: use http://"
+            )
+        reason = error or type(error).__name__
+        return CheckResult(name, Status.FAIL, f"cannot reach {models_url(base)}: {reason}")
     status, body = answer.status, answer.body
     return CheckResult(name, *_endpoint_verdict(base, status, body, settings.model))
 
 
 def _endpoint_verdict(base: str, status: int, body: Any, model: str | None) -> tuple[Status, str]:
     url = f"{base}/models"
-    if status == 404 and not base.endswith("/v1"):
+    suggestion = v1_base_url(base) if status == 404 else None
+    if suggestion is not None:
         return Status.FAIL, (
             f"HTTP 404 at {url}; OpenAI-compatible servers usually serve under /v1: try "
-            f"--base-url {base}/v1"
+            f"--base-url {suggestion}"
         )
     if status in (401, 403):
         return Status.FAIL, f"HTTP {status} at {url}: the API key was refused"
@@ -223,8 +232,19 @@ async def gateway(settings: Settings, environ: Mapping[str, str]) -> CheckResult
                        f"{target.source})")  # fmt: skip
 
 
-CHECKS: tuple[Check, ...] = (model_endpoint, local_isolation, cgroups, cluster, gateway)
+async def model_server_slots(settings: Settings, environ: Mapping[str, str]) -> CheckResult:
+    """How many requests the server runs at once (llama.cpp), against --concurrency."""
+    from sandfleet.cli import server_slots
+
+    status, detail = await server_slots.check(settings)
+    return CheckResult("server slots", Status(status), detail)
+
+
+CHECKS: tuple[Check, ...] = (
+    model_endpoint, model_server_slots, local_isolation, cgroups, cluster, gateway,
+)  # fmt: skip
 _NAMES: dict[Check, str] = {
-    model_endpoint: "model endpoint", local_isolation: "local isolation", cgroups: "cgroups",
-    cluster: "cluster", gateway: "gateway",
+    model_endpoint: "model endpoint", model_server_slots: "server slots",
+    local_isolation: "local isolation", cgroups: "cgroups", cluster: "cluster",
+    gateway: "gateway",
 }  # fmt: skip

@@ -160,7 +160,8 @@ def eval_command(args: argparse.Namespace, settings: Settings, console: Console)
         plan.out,
         results_document(records, mode=args.mode, elapsed_s=runner.stats.elapsed_s, config=config),
     )
-    write_report(plan.out, report_markdown(records, config=config))
+    missing = len(jobs) - len(mine)
+    write_report(plan.out, report_markdown(records, config=config, missing=missing))
     _print_summary(console, mine, args.mode, plan.out)
     if interrupted or len(mine) < len(jobs):
         return ExitCode.CANCELLED

@@ -71,7 +71,7 @@ def sample_line(sample: SampleRecord) -> Text:
     line = Text.assemble(
         (mark + " ", style),
         (f"{sample.problem_id}#{sample.sample}", "bold"),
-        f"  score {sample.score:g}  {sample.stop_reason}  {plural(sample.turns, 'turn')}"
+        f"  score {sample.score:g}  {sample.status}  {plural(sample.turns, 'turn')}"
         f"  {sample.total_time_s:.1f}s",
     )
     if sample.error:

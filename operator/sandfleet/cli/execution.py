@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import urllib.parse
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -61,6 +62,7 @@ def agent_config(settings: Settings, *, loop_here: bool | None = None) -> AgentC
             'no model given: pass --model, set SANDFLEET_MODEL, or put model = "..." '
             "in the config file"
         )
+    check_base_url(settings.base_url)
     return AgentConfig(
         model=settings.model,
         base_url=settings.base_url,
@@ -78,6 +80,25 @@ def agent_config(settings: Settings, *, loop_here: bool | None = None) -> AgentC
         tool_timeout_s=settings.tool_timeout_s,
         request_timeout_s=settings.request_timeout_s,
         max_retries=settings.max_retries,
+    )
+
+
+def check_base_url(url: str | None) -> None:
+    """Raise ConfigurationError unless `url` is None or an http(s) URL with a host: a URL
+    the SDK cannot use must fail before a sandbox starts, as bad usage."""
+    if url is None:
+        return
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme in ("http", "https") and parts.netloc:
+        return
+    if not parts.scheme or "://" not in url:
+        raise ConfigurationError(
+            f"--base-url {url} has no scheme: give http:// or https://, e.g. "
+            f"--base-url http://{url.split('://')[-1]}"
+        )
+    raise ConfigurationError(
+        f"--base-url {url}: the scheme {parts.scheme}:// is not one a model endpoint speaks; "
+        "give http:// or https://"
     )
 
 

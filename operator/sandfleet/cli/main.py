@@ -6,7 +6,7 @@ import argparse
 import io
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -38,18 +38,23 @@ Run LLM agents inside lightweight local sandboxes.
   sandfleet runs                    # local runs, newest first; `sandfleet show RUN --full`
 """
 
-_EPILOG = """\
+_SETTINGS_EPILOG = """\
 settings: flags > SANDFLEET_<FLAG> environment variables named after the flags (--max-turns
 is SANDFLEET_MAX_TURNS, --tool-timeout SANDFLEET_TOOL_TIMEOUT) > config file (--config,
 SANDFLEET_CONFIG or ~/.config/sandfleet/config.toml, keys named like the flags: model,
 base_url, tool_timeout, ...) > defaults; `sandfleet config` shows the result. The API key is
 read from the variable --api-key-env names (OPENAI_API_KEY); without one, a --base-url
 endpoint gets the placeholder key EMPTY, and the OpenAI API itself is refused (exit 2).
-
-exit codes: 0 submitted / all submitted / all matched; 1 not submitted (max_turns,
-context_exceeded, no_tool_call) or a replay mismatch; 2 bad usage or input; 3 model endpoint error;
-4 sandbox failed to start or was lost; 130 interrupted (Ctrl-C).
 """
+
+_EXIT_CODES = """\
+exit codes: 0 submitted with an answer / all submitted with answers / all matched; 1 not
+submitted (max_turns, context_exceeded, no_tool_call) or a replay mismatch; 2 bad usage or
+input; 3 model endpoint error; 4 sandbox failed to start or was lost; 5 submitted without an
+answer (no answer file, no text; batch: all submitted, some without); 130 interrupted.
+"""
+
+_EPILOG = _SETTINGS_EPILOG + "\n" + _EXIT_CODES
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -77,10 +82,21 @@ def _main(argv: Sequence[str] | None) -> int:
     for notice in resolved.notices:
         errors.print(Text.assemble(("warning: ", "yellow"), notice))
     settings = resolved.settings
-    configure_logging(level=settings.log_level, json=settings.log_json)
+    json_logs = settings.log_format == "json" or bool(settings.log_json)
+    try:
+        configure_logging(
+            level=settings.log_level, json=json_logs, text=True, file=settings.log_file
+        )
+    except OSError as error:  # the --log-file cannot be opened
+        errors.print(Text.assemble(("error: ", "red"), f"--log-file: {error}"))
+        return ExitCode.USAGE
     handler: Handler = args.handler
     try:
         return handler(args, settings, output_console())
+    except BrokenPipeError:
+        # The reader went away (`sandfleet show X --full | head -2`): what it wanted it got.
+        _silence_stdout()
+        return ExitCode.OK
     except KeyboardInterrupt:
         # A second Ctrl-C while the first one's cleanup runs: leave at once. Local sandboxes
         # die with their parent (the runtime agents run with --exit-with-parent).
@@ -93,6 +109,18 @@ def _main(argv: Sequence[str] | None) -> int:
         code, line = exit_for(error)
         errors.print(Text.assemble(("error: ", "red"), line))
         return code
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush into the closed pipe
+    neither fails nor prints "Exception ignored ... BrokenPipeError"."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real stdout (a test's StringIO): nothing to flush
+        pass
+    finally:
+        os.close(devnull)
 
 
 def _tolerate_unencodable_output() -> None:
@@ -166,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common, agent],
         help="score a seed-format benchmark folder (sandbox or plain-LLM mode), resumably",
         description=eval_cli.DESCRIPTION,
-        epilog=eval_cli.EPILOG + "\n" + _EPILOG,
+        epilog=eval_cli.EPILOG + "\n" + _SETTINGS_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     eval_cli.add_arguments(eval_parser)
@@ -197,10 +225,25 @@ def build_parser() -> argparse.ArgumentParser:
     trajectory.add_arguments(trajectory_parser)
     trajectory_parser.set_defaults(handler=trajectory.trajectory_command)
     export_rows.register(commands, parents=[common])
-    doctor.register(commands, parents=[common, _agent_options()])
-    settings_command.register(commands, parents=[common, _agent_options()])
+    # Both take run's flags (the same command line works), but list only those that change
+    # what they do: doctor's checks; config lists every setting, flags included, itself.
+    doctor.register(commands, parents=[common, _listing_only(_agent_options(), DOCTOR_FLAGS)])
+    settings_command.register(commands, parents=[common, _listing_only(_agent_options(), set())])
     runs.register(commands, parents=[common])
     return parser
+
+
+DOCTOR_FLAGS = frozenset({"--model", "--base-url", "--api-key-env", "--isolation", "--egress"})
+"""The agent and sandbox flags `doctor`'s checks read (the rest it accepts silently)."""
+
+
+def _listing_only(options: SuggestingParser, shown: Iterable[str]) -> SuggestingParser:
+    """`options` with every flag but those in `shown` left out of --help (still accepted)."""
+    keep = set(shown)
+    for action in options._actions:
+        if not keep.intersection(action.option_strings):
+            action.help = argparse.SUPPRESS
+    return options
 
 
 def _common_options() -> SuggestingParser:
@@ -211,11 +254,24 @@ def _common_options() -> SuggestingParser:
     )
     group.add_argument("--log-level", dest="log_level", metavar="LEVEL", help="default WARNING")
     group.add_argument(
+        "--log-format",
+        dest="log_format",
+        choices=["text", "json"],
+        help="log lines as text (default: `warning: event key=value`) or JSON objects",
+    )
+    group.add_argument(
         "--log-json",
         dest="log_json",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="JSON log lines on stderr (default: when stderr is not a terminal)",
+        help=argparse.SUPPRESS,  # the older spelling of --log-format json
+    )
+    group.add_argument(
+        "--log-file",
+        dest="log_file",
+        type=Path,
+        metavar="PATH",
+        help="append log lines to PATH instead of stderr (nothing then mixes into the trace)",
     )
     return options
 

@@ -28,22 +28,32 @@ class Pace:
 
 def remaining_s(
     *,
-    mean_task_s: float | None,
+    durations_s: Sequence[float],
     running_for_s: Sequence[float],
     queued: int,
     concurrency: int,
 ) -> float | None:
-    """Seconds until the last task is expected to finish, or None before any task finished.
+    """Seconds until the last task is expected to finish, or None ("unknown") when there is
+    nothing to go by: no task finished yet, or a task has run longer than every finished one.
 
-    Each running task is expected to need the mean task time minus what it has run; each
-    queued task the mean task time; the work is spread over `concurrency` workers and can
-    never take less than the longest running task still needs. (A completions-per-second
-    rate, as a progress bar measures it, is wrong here: with N tasks at a time, tasks
-    finish in bursts, and right after a burst the rate promises the rest in a second.)
+    `durations_s` are the finished tasks' times. A task that has run `t` seconds is expected
+    to need the mean of `d - t` over the finished durations `d` longer than `t` (how much
+    longer tasks that lasted past `t` took), so a task running long raises the estimate
+    instead of counting as nearly done; each queued task needs the mean duration. The work
+    is spread over `concurrency` workers and never takes less than the longest remainder.
+    (A completions-per-second rate, as a progress bar measures it, is wrong here: with N
+    tasks at a time, tasks finish in bursts, and right after a burst the rate promises the
+    rest in a second.)
     """
-    if mean_task_s is None:
+    if not durations_s:
         return None
-    still_running = [max(mean_task_s - ran, 0.0) for ran in running_for_s]
-    work = sum(still_running) + queued * mean_task_s
+    still_running = []
+    for ran in running_for_s:
+        longer = [d - ran for d in durations_s if d > ran]
+        if not longer:
+            return None  # past everything seen so far: any number would be made up
+        still_running.append(sum(longer) / len(longer))
+    mean_s = sum(durations_s) / len(durations_s)
+    work = sum(still_running) + queued * mean_s
     workers = max(concurrency, 1)
     return max(work / workers, max(still_running, default=0.0))

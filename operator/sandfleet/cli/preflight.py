@@ -69,11 +69,13 @@ async def check_endpoint(
     try:
         status = (await get_models(base_url, api_key, timeout_s=timeout_s)).status
     except TimeoutError as error:
+        await _plain_http_instead_of_tls(url, error)
         raise EndpointUnusableError(
             f"the model endpoint did not answer GET {url} within {timeout_s:g}s"
         ) from error
     except (aiohttp.ClientError, OSError, ValueError) as error:
         # ValueError: a malformed URL. ClientError carries the socket's reason.
+        await _plain_http_instead_of_tls(url, error)
         raise EndpointUnusableError(
             f"the model endpoint is unreachable: GET {url}: {error or type(error).__name__}"
         ) from error
@@ -82,3 +84,15 @@ async def check_endpoint(
             f"the model endpoint refused the API key (HTTP {status} from GET {url})"
         )
     return status
+
+
+async def _plain_http_instead_of_tls(url: str, error: BaseException) -> None:
+    """Raise EndpointUnusableError naming the mistake when an https:// endpoint that failed
+    (a TLS handshake nobody answered, or one that broke) answers plain HTTP."""
+    from sandfleet.agent.endpoint_hints import plain_http_instead_of_tls
+
+    if url.startswith("https:") and await plain_http_instead_of_tls(url):
+        raise EndpointUnusableError(
+            f"the endpoint {url.removesuffix('/models')} answered plain HTTP, not TLS: use "
+            "http:// in --base-url"
+        ) from error

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import json
 import re
 import time
 from collections.abc import Iterable, Sequence
@@ -16,6 +17,7 @@ from rich.text import Text
 from sandfleet.agent import (
     AgentEvent,
     ModelReplied,
+    ModelRetried,
     ObservationReceived,
     RunFinished,
     StopReason,
@@ -23,7 +25,7 @@ from sandfleet.agent import (
     TurnStarted,
 )
 from sandfleet.cli.consoles import plural
-from sandfleet.cli.results import OUTPUT_FOLDER, RESULT_FILE, TaskOutcome
+from sandfleet.cli.results import NO_ANSWER, OUTPUT_FOLDER, RESULT_FILE, TaskOutcome
 from sandfleet.tool_calls import SUBMIT
 
 _OBSERVATION_CHARS = 110
@@ -33,7 +35,10 @@ _STOP_STYLES: dict[str, str] = {
     StopReason.MAX_TURNS: "yellow",
     StopReason.CONTEXT_EXCEEDED: "yellow",
     StopReason.NO_TOOL_CALL: "yellow",
+    NO_ANSWER: "yellow",
 }
+NO_ANSWER_TEXT = "submitted without an answer"
+"""What a human reads for the NO_ANSWER status."""
 
 
 def stop_style(stop_reason: str) -> str:
@@ -66,10 +71,12 @@ def observation_summary(output: str) -> str:
 class TraceRenderer:
     """Prints a run's events as they happen: turn, model text, tool call, short observation.
 
-    With `full`, observations are printed whole, line by line, below their header line
-    (`sandfleet show --full`). With `show_waiting` on an interactive terminal, a ticking
-    "waiting for the model 12s" line stands below the trace while a model call is in flight
-    (transient: erased when the reply comes); elsewhere nothing extra is printed. Only one
+    With `full`, tool calls' arguments and observations are printed whole, line by line,
+    below their header lines (`sandfleet show --full`). With `show_waiting` on an
+    interactive terminal, a ticking "waiting for the model 12s" line stands below the trace
+    while a model call is in flight, and "execute_bash running 12s" while a tool runs
+    (transient: erased when the reply or the observation comes); elsewhere nothing extra
+    is printed. Only one
     such live line may exist per console, so `batch --trace` does not ask for it. Dynamic
     text is put into Text objects, never into markup, so a model's "[red]" or a command's
     brackets print verbatim.
@@ -100,17 +107,30 @@ class TraceRenderer:
         try:
             self._print(event)
         finally:
-            if self._show_waiting and isinstance(event, TurnStarted):
+            waiting = self._waiting_for(event) if self._show_waiting else None
+            if waiting is not None:
                 self._waiting = Live(
-                    ModelWait(), console=self._console, transient=True, refresh_per_second=4
+                    waiting, console=self._console, transient=True, refresh_per_second=4
                 )
                 self._waiting.start()
+
+    @staticmethod
+    def _waiting_for(event: AgentEvent) -> Waiting | None:
+        """What the run waits for after `event`, for the ticking line (None: nothing)."""
+        if isinstance(event, TurnStarted | ModelRetried):
+            return Waiting("waiting for the model")
+        if isinstance(event, ToolCalled) and event.name != SUBMIT:
+            return Waiting(f"{event.name} running")
+        return None
 
     def _print(self, event: AgentEvent) -> None:
         if isinstance(event, RunFinished):
             return
         if self._full and isinstance(event, ObservationReceived):
             self._print_full_observation(event)
+            return
+        if self._full and isinstance(event, ToolCalled) and event.name != SUBMIT:
+            self._print_full_call(event)
             return
         line = self._line(event)
         if line is not None:
@@ -120,6 +140,20 @@ class TraceRenderer:
                 no_wrap=True,
                 overflow="ellipsis",
             )
+
+    def _print_full_call(self, event: ToolCalled) -> None:
+        """The call's header, then each argument whole (JSON decoded; else the raw text)."""
+        header = Text.assemble(("  → ", "cyan"), (event.name, "bold cyan"))
+        self._console.print(Text(self._prefix) + header, no_wrap=True, overflow="ellipsis")
+        for name, value in argument_lines(event.arguments):
+            label = Text(self._prefix + "      ") + Text(f"{name}:", style="cyan")
+            lines = value.splitlines() or [""]
+            if len(lines) == 1:
+                self._console.print(label + " " + Text(lines[0]), soft_wrap=True)
+                continue
+            self._console.print(label)
+            for line in lines:
+                self._console.print(Text(self._prefix + "        ") + Text(line), soft_wrap=True)
 
     def _print_full_observation(self, event: ObservationReceived) -> None:
         header = Text.assemble(("    ← ", "dim"), (f"{event.tool_s:.2f}s ", "dim"), event.name)
@@ -133,6 +167,14 @@ class TraceRenderer:
             return Text(f"turn {event.turn}/{event.max_turns}", style="bold blue")
         if isinstance(event, ModelReplied) and event.text:
             return Text.assemble(("  model ", "dim"), (event.text, "italic"))
+        if isinstance(event, ModelRetried):
+            return Text.assemble(
+                ("  ↻ ", "yellow"),
+                (f"model request failed (attempt {event.attempt}/{event.attempts}, "
+                 f"{event.attempt_s:.1f}s): ", "yellow"),
+                event.cause,
+                (f"; retrying in {event.wait_s:.1f}s", "yellow"),
+            )  # fmt: skip
         if isinstance(event, ToolCalled):
             arguments = "" if event.name == SUBMIT else event.arguments
             return Text.assemble(("  → ", "cyan"), (event.name, "bold cyan"), " ", arguments)
@@ -145,14 +187,31 @@ class TraceRenderer:
         return None  # RunFinished and silent replies: the summary follows the run
 
 
-class ModelWait:
-    """A renderable that reads the clock each time it is drawn: `waiting for the model 12s`."""
+class Waiting:
+    """A renderable that reads the clock each time it is drawn: `… waiting for the model
+    12s`, `… execute_bash running 3s`."""
 
-    def __init__(self) -> None:
+    def __init__(self, label: str) -> None:
+        self._label = label
         self._since = time.monotonic()
 
     def __rich__(self) -> Text:
-        return Text(f"  … waiting for the model {time.monotonic() - self._since:.0f}s", "dim")
+        return Text(f"  … {self._label} {time.monotonic() - self._since:.0f}s", "dim")
+
+
+def argument_lines(arguments: str) -> list[tuple[str, str]]:
+    """A tool call's arguments as (name, whole value) pairs, in the model's order; text that
+    is not a JSON object is one pair named "arguments"."""
+    try:
+        decoded = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        return [("arguments", arguments)]
+    if not isinstance(decoded, dict):
+        return [("arguments", arguments)]
+    return [
+        (str(name), value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+        for name, value in decoded.items()
+    ]
 
 
 def print_run_summary(console: Console, outcome: TaskOutcome) -> None:
@@ -160,7 +219,10 @@ def print_run_summary(console: Console, outcome: TaskOutcome) -> None:
     console.print()
     status = Text.assemble(
         ("stop reason ", "bold"),
-        (outcome.stop_reason, f"bold {stop_style(outcome.stop_reason)}"),
+        (outcome.stop_reason, f"bold {stop_style(outcome.status)}"),
+        (f" ({NO_ANSWER_TEXT})", f"bold {stop_style(NO_ANSWER)}")
+        if outcome.status == NO_ANSWER
+        else "",
         f"   turns {outcome.turns}   tokens {outcome.prompt_tokens} in / "
         f"{outcome.completion_tokens} out   {outcome.total_time_s:.1f}s "
         f"(agent loop {outcome.wall_time_s:.1f}s)",
@@ -171,7 +233,15 @@ def print_run_summary(console: Console, outcome: TaskOutcome) -> None:
     incomplete = copy_back_line(outcome)
     if incomplete:
         console.print(Text.assemble(("copy-back ", "bold yellow"), incomplete), soft_wrap=True)
-    if outcome.answer is not None:
+    if outcome.status == NO_ANSWER:
+        console.print(
+            Text.assemble(
+                ("answer ", "bold"),
+                ("none: the model called submit without writing the answer file or any text",
+                 stop_style(NO_ANSWER)),
+            )
+        )  # fmt: skip
+    elif outcome.answer is not None:
         console.print(Text("answer", style="bold"))
         answer = outcome.answer
         if len(answer) > _ANSWER_CHARS:
@@ -191,15 +261,19 @@ def print_run_summary(console: Console, outcome: TaskOutcome) -> None:
 
 
 def finished_task_line(outcome: TaskOutcome) -> Text:
-    """One line per task as a batch goes: mark, id, stop reason, turns, error."""
-    mark = "✓" if outcome.submitted else ("✗" if outcome.failed else "•")
+    """One line per task as a batch goes: mark, id, status, turns, answer or error."""
+    status = outcome.status
+    mark = "✓" if status == StopReason.SUBMITTED else ("✗" if outcome.failed else "•")
     line = Text.assemble(
-        (mark + " ", stop_style(outcome.stop_reason)),
+        (mark + " ", stop_style(status)),
         (outcome.id, "bold"),
         " ",
-        (outcome.stop_reason, stop_style(outcome.stop_reason)),
+        (NO_ANSWER_TEXT if status == NO_ANSWER else status, stop_style(status)),
         f"  {plural(outcome.turns, 'turn')}  {outcome.total_time_s:.1f}s",
     )
+    if outcome.answered and outcome.answer is not None:
+        line.append("  answer: ", style="dim")
+        line.append(shorten(outcome.answer, 60))
     if outcome.error:
         line.append("  " + shorten(outcome.error, 100), style="dim")
     incomplete = copy_back_line(outcome)
@@ -227,12 +301,13 @@ def copy_back_line(outcome: TaskOutcome) -> str | None:
 def batch_summary_table(
     outcomes: Sequence[TaskOutcome], *, ran_now: int, elapsed_s: float
 ) -> Table:
-    """Totals by stop reason over every task in the results log, plus this session's rate."""
+    """Totals by status (the stop reason; submits without an answer apart) over every task
+    in the results log, plus this session's rate."""
     by_reason: dict[str, list[TaskOutcome]] = collections.defaultdict(list)
     for outcome in outcomes:
-        by_reason[outcome.stop_reason].append(outcome)
+        by_reason[outcome.status].append(outcome)
     table = Table(title="batch summary", title_justify="left")
-    table.add_column("stop reason")
+    table.add_column("status")
     table.add_column("tasks", justify="right")
     table.add_column("share", justify="right")
     table.add_column("mean turns", justify="right")

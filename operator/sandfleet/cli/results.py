@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sandfleet.agent import AgentResult, StopReason
+from sandfleet.agent.results import SUBMITTED_NO_ANSWER
 
 RESULT_FILE = "result.json"
 TRAJECTORY_FILE = "trajectory.jsonl"
@@ -29,6 +30,10 @@ class RunFailure(enum.StrEnum):
     """The sandbox could not be started."""
     INTERNAL_ERROR = "internal_error"
     """An unexpected exception (a bug); the error field holds its text."""
+
+
+NO_ANSWER = SUBMITTED_NO_ANSWER
+"""The status of a run that called submit without an answer (exit code 5)."""
 
 
 # Runs that ended because something broke, as opposed to the model finishing or running out
@@ -58,6 +63,9 @@ class ExitCode(enum.IntEnum):
     the first task failed, the first tasks (--fail-fast) or every task hit model errors."""
     SANDBOX_ERROR = 4
     """The sandbox could not start or was lost."""
+    NO_ANSWER = 5
+    """run: the model submitted without an answer (no answer file, no text); batch: every
+    task submitted, some without an answer."""
     CANCELLED = 130
     """Interrupted (Ctrl-C), 128 + SIGINT as shells report it."""
 
@@ -114,16 +122,29 @@ class TaskOutcome:
         return self.stop_reason == StopReason.SUBMITTED
 
     @property
+    def answered(self) -> bool:
+        """Whether there is an answer: the answer file's content, or the model's last text."""
+        return bool(self.answer and self.answer.strip())
+
+    @property
+    def status(self) -> str:
+        """The stop reason, except `submitted_no_answer` for a submit without an answer."""
+        return NO_ANSWER if self.submitted and not self.answered else self.stop_reason
+
+    @property
     def failed(self) -> bool:
         return self.stop_reason in FAILED_STOP_REASONS
 
     @property
     def exit_code(self) -> ExitCode:
+        if self.status == NO_ANSWER:
+            return ExitCode.NO_ANSWER
         return _EXIT_CODES.get(self.stop_reason, ExitCode.NOT_SUBMITTED)
 
     def to_record(self) -> dict[str, Any]:
         record = dataclasses.asdict(self)
         record["output_files"] = list(self.output_files)
+        record["status"] = self.status  # derived: from_record ignores it
         return record
 
     @classmethod

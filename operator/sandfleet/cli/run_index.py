@@ -42,6 +42,8 @@ class RunEntry:
             "when": self.when.isoformat() if self.when else None,
             "stop_reason": outcome.stop_reason if outcome else None,
             "submitted": outcome.submitted if outcome else False,
+            "status": outcome.status if outcome else None,
+            "answer": outcome.answer if outcome else None,
             "turns": outcome.turns if outcome else None,
             "total_time_s": outcome.total_time_s if outcome else None,
             "folder": str(self.folder),

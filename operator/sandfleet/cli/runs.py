@@ -13,8 +13,8 @@ from rich.table import Table
 from rich.text import Text
 
 from sandfleet.cli.consoles import error_console
-from sandfleet.cli.render import stop_style
-from sandfleet.cli.results import ExitCode
+from sandfleet.cli.render import NO_ANSWER_TEXT, shorten, stop_style
+from sandfleet.cli.results import NO_ANSWER, ExitCode
 from sandfleet.cli.run_index import RunEntry, RunNotFoundError, list_runs, resolve_run
 from sandfleet.cli.trajectory_render import RecordRenderer
 from sandfleet.settings import Settings
@@ -78,18 +78,22 @@ def runs_command(args: argparse.Namespace, settings: Settings, console: Console)
 
 def runs_table(runs: Sequence[RunEntry]) -> Table:
     table = Table(box=None, padding=(0, 2, 0, 0))
-    for column in ("run id", "task", "when (UTC)", "turns", "stop reason", "time"):
+    for column in ("run id", "task", "when (UTC)", "turns", "status", "time", "answer"):
         table.add_column(column, no_wrap=True, justify="right" if column == "turns" else "left")
     for run in runs:
         outcome = run.outcome
         when = run.when.strftime("%Y-%m-%d %H:%M:%S") if run.when else "?"
+        answer = Text("-", style="dim")
         if outcome is None:
             reason, turns, took = Text("(no result)", style="dim"), "-", "-"
         else:
-            style = stop_style(outcome.stop_reason)
-            reason, turns = Text(outcome.stop_reason, style=style), str(outcome.turns)
+            status = outcome.status
+            shown = NO_ANSWER_TEXT if status == NO_ANSWER else status
+            reason, turns = Text(shown, style=stop_style(status)), str(outcome.turns)
             took = f"{outcome.total_time_s:.1f}s"
-        table.add_row(run.run_id, run.task_id, when, turns, reason, took)
+            if outcome.answered and outcome.answer is not None:
+                answer = Text(shorten(outcome.answer, 40))
+        table.add_row(run.run_id, run.task_id, when, turns, reason, took, answer)
     return table
 
 
@@ -111,6 +115,8 @@ def render_trajectory_file(path: Path, console: Console, errors: Console, *, ful
             for line in lines:
                 if line.strip():
                     render(line)
+    except BrokenPipeError:
+        raise  # stdout's reader left: main() ends quietly
     except OSError as error:
         errors.print(Text.assemble(("error: ", "red"), f"cannot read {path}: {error}"))
         return ExitCode.USAGE

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sandfleet.cli.results import ExitCode
-from sandfleet.setting_names import env_name, flag_name
+from sandfleet.setting_names import env_name, flag_name, public_name
 from sandfleet.settings import (
     CONFIGURABLE_FIELDS,
     ResolvedSettings,
@@ -36,7 +36,8 @@ def register(commands: Any, *, parents: Sequence[argparse.ArgumentParser]) -> No
         help="show the effective settings and where each came from",
         description="Show every setting as `run` would use it with the same flags, the layer\n"
         "it came from (flag, env VAR, config FILE (key), default) and its flag and\n"
-        "variable. The API key is shown masked.",
+        "variable, by the name a config file uses. The API key is shown masked. Accepts every\n"
+        "flag of `run` (not listed here), to show what a command line would use.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -74,12 +75,13 @@ def resolve_from_arguments(
 
 
 def setting_rows(settings: Settings, origins: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """Setting -> value (JSON-able, secrets masked), source, flag and variable."""
+    """Setting (by its public name, the config file's key: `tool_timeout`, not the field
+    `tool_timeout_s`) -> value (JSON-able, secrets masked), source, flag and variable."""
     rows: dict[str, dict[str, Any]] = {}
     for field in Settings.model_fields:
         value = getattr(settings, field)
         configurable = field in CONFIGURABLE_FIELDS
-        rows[field] = {
+        rows[public_name(field)] = {
             "value": _plain(value),
             "source": origins.get(field, "default"),
             "flag": flag_name(field) if configurable else None,

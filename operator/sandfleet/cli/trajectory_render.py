@@ -8,7 +8,13 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from sandfleet.agent import ModelReplied, ObservationReceived, ToolCalled, TurnStarted
+from sandfleet.agent import (
+    ModelReplied,
+    ModelRetried,
+    ObservationReceived,
+    ToolCalled,
+    TurnStarted,
+)
 from sandfleet.agent.events import one_line, summarize_arguments
 from sandfleet.cli.render import TraceRenderer, print_run_summary
 from sandfleet.cli.results import TaskOutcome
@@ -57,8 +63,18 @@ class RecordRenderer:
             self._trace(ModelReplied(self._task_id, self._turn, text, 0, 0.0))
         elif kind == "tool_call":
             name = str(record.get("name", "?"))
-            summary = summarize_arguments(name, str(record.get("arguments", "")))
-            self._trace(ToolCalled(self._task_id, self._turn, name, summary))
+            arguments = str(record.get("arguments", ""))
+            # --full: the raw arguments, which the trace prints whole, argument by argument.
+            shown = arguments if self._full else summarize_arguments(name, arguments)
+            self._trace(ToolCalled(self._task_id, self._turn, name, shown))
+        elif kind == "retry":
+            self._trace(
+                ModelRetried(
+                    self._task_id, self._turn, int(record.get("attempt") or 0),
+                    int(record.get("attempts") or 0), str(record.get("cause", "?")),
+                    float(record.get("wait_s") or 0.0), float(record.get("attempt_s") or 0.0),
+                )
+            )  # fmt: skip
         elif kind == "observation":
             output = str(record.get("output", ""))
             output = output if self._full else one_line(output)

@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
+from sandfleet.agent.results import SUBMITTED_NO_ANSWER, StopReason
 from sandfleet.errors import SandfleetError
 from sandfleet.json_lines import JsonLinesLog
 
@@ -65,6 +66,13 @@ class SampleRecord:
     @property
     def is_error(self) -> bool:
         return self.error is not None
+
+    @property
+    def status(self) -> str:
+        """The stop reason, or submitted_no_answer for a submit with an empty answer."""
+        if self.stop_reason == StopReason.SUBMITTED and not self.agent_answer.strip():
+            return SUBMITTED_NO_ANSWER
+        return self.stop_reason
 
     def to_record(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -114,10 +114,21 @@ def _comparison(sandbox: Summary, llm: Summary) -> list[str]:
     return _table(["", "sandbox", "llm", "sandbox / llm"], rows)
 
 
-def report_markdown(records: Sequence[SampleRecord], *, config: Mapping[str, Any]) -> str:
-    """A short report: one table per mode (all, then each domain), side by side if both ran."""
+def report_markdown(
+    records: Sequence[SampleRecord], *, config: Mapping[str, Any], missing: int = 0
+) -> str:
+    """A short report: one table per mode (all, then each domain), side by side if both ran,
+    how the samples stopped, and each sample's answer. `missing`: samples the run that
+    writes the report planned but has no result for (interrupted), said at the top."""
     table = summaries(records)
     lines = [f"# sandfleet eval: {config.get('benchmark', '?')}", ""]
+    if missing:
+        lines += [
+            f"**Partial run:** {missing} planned sample(s) have no result (the run was "
+            "interrupted or stopped); the numbers below cover only the samples that finished. "
+            "Run the same command again to finish.",
+            "",
+        ]
     lines.append(
         f"model `{config.get('model')}` at {config.get('base_url') or 'OpenAI'}; "
         f"{config.get('samples')} sample(s) per problem; data {config.get('data')}"
@@ -137,6 +148,8 @@ def report_markdown(records: Sequence[SampleRecord], *, config: Mapping[str, Any
     if "sandbox" in table and "llm" in table:
         lines += ["", "## sandbox vs llm", ""]
         lines += _comparison(table["sandbox"]["all"], table["llm"]["all"])
+    lines += _stop_reasons(records)
+    lines += _answers(records)
     errors = [r for r in records if r.is_error]
     if errors:
         lines += ["", "## errors", ""]
@@ -146,6 +159,48 @@ def report_markdown(records: Sequence[SampleRecord], *, config: Mapping[str, Any
         if len(errors) > 50:
             lines.append(f"- ... and {len(errors) - 50} more (samples.jsonl)")
     return "\n".join(lines) + "\n"
+
+
+def _stop_reasons(records: Sequence[SampleRecord]) -> list[str]:
+    """Samples per mode and status: the stop reason, submits without an answer apart."""
+    counts: dict[tuple[str, str], int] = {}
+    for record in records:
+        key = (record.mode, record.status)
+        counts[key] = counts.get(key, 0) + 1
+    if not counts:
+        return []
+    rows = [[mode, f"`{status}`", str(n)] for (mode, status), n in sorted(counts.items())]
+    return ["", "## how samples stopped", "", *_table(["mode", "status", "samples"], rows)]
+
+
+_ANSWER_CHARS = 80
+_ANSWERS_SHOWN = 200
+
+
+def _cell(value: Any) -> str:
+    """A value as one table cell: one line, pipes escaped, long text cut."""
+    text = " ".join(str(value).split()).replace("|", "\\|")
+    return text if len(text) <= _ANSWER_CHARS else text[: _ANSWER_CHARS - 1] + "…"
+
+
+def _answers(records: Sequence[SampleRecord]) -> list[str]:
+    """Each sample's answer next to the expected one (the first _ANSWERS_SHOWN)."""
+    if not records:
+        return []
+    ordered = sorted(records, key=lambda r: (r.mode, r.problem_id, r.sample))
+    rows = [
+        [
+            r.mode, f"`{_cell(r.problem_id)}`", str(r.sample), f"`{r.status}`", f"{r.score:g}",
+            _cell(r.agent_answer) if r.agent_answer.strip() else "(none)",
+            _cell(r.ground_truth),
+        ]
+        for r in ordered[:_ANSWERS_SHOWN]
+    ]  # fmt: skip
+    header = ["mode", "problem", "sample", "status", "score", "answer", "expected"]
+    lines = ["", "## answers", "", *_table(header, rows)]
+    if len(ordered) > _ANSWERS_SHOWN:
+        lines.append(f"- ... and {len(ordered) - _ANSWERS_SHOWN} more (samples.jsonl)")
+    return lines
 
 
 def write_report(out: Path, text: str) -> None:

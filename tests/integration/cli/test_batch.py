@@ -115,7 +115,9 @@ async def test_one_failing_task_does_not_stop_the_batch_and_resume_skips_finishe
     assert live_sandboxes(tmp_path / "state") == []
 
 
-async def test_a_bad_task_line_becomes_a_failed_result_line(tmp_path: Path) -> None:
+async def test_a_bad_task_line_stops_the_batch_before_any_task(tmp_path: Path) -> None:
+    # Found up front since issue 27 (it used to become an invalid_task line in --out, which a
+    # corrected rerun then skipped): test_attack_bad_batch_lines.py has the whole case.
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text(
         json.dumps({"id": "good", "prompt": "Solve good."}) + "\n"
@@ -128,12 +130,11 @@ async def test_a_bad_task_line_becomes_a_failed_result_line(tmp_path: Path) -> N
             "batch", str(tasks), *batch_flags(server, tmp_path),
             env=cli_environment(tmp_path / "home"), cwd=tmp_path,
         )  # fmt: skip
+        assert server.chat_requests == []
 
-    assert result.returncode == 1, result
-    by_id = {line["id"]: line for line in read_jsonl(tmp_path / "results.jsonl")}
-    assert by_id["good"]["stop_reason"] == "submitted"
-    assert by_id["no-folder"]["stop_reason"] == "invalid_task"
-    assert "task folder not found" in by_id["no-folder"]["error"]
+    assert result.returncode == 2, result
+    assert "no-folder: task folder not found" in result.stderr
+    assert not (tmp_path / "results.jsonl").exists()
 
 
 async def test_an_interrupted_batch_keeps_finished_lines_and_resumes_the_rest(

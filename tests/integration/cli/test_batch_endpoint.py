@@ -152,7 +152,7 @@ async def test_every_bad_task_line_is_reported_in_one_go(tmp_path: Path) -> None
 async def test_a_terminal_shows_which_tasks_are_running_and_for_how_long(tmp_path: Path) -> None:
     write_tasks(tmp_path / "tasks.jsonl", 2)
     release = asyncio.Event()
-    answer = [Reply(tool_calls=[bash("true")]), Reply(tool_calls=[submit()])]
+    answer = [Reply(tool_calls=[bash("true")]), Reply(text="done", tool_calls=[submit()])]
     scripts = {
         "Solve t1": [Hang(release, then=answer[0]), answer[1]],
         "Solve t2": [Hang(release, then=answer[0]), answer[1]],

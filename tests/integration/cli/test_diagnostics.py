@@ -119,7 +119,7 @@ async def test_unknown_prompt_config_keys_and_placeholders_are_warned_about_and_
         "sytem_prompt: You are careful.\n"
         "instance_prompt: '{problem_statement} Work in {workdir}.'\n"
     )
-    async with ScriptedOpenAIServer([Reply(tool_calls=[submit()])]) as server:
+    async with ScriptedOpenAIServer([Reply(text="done", tool_calls=[submit()])]) as server:
         result = await run_cli(
             "run", str(folder), *run_flags(server.base_url, tmp_path),
             env=cli_environment(tmp_path / "home"), cwd=tmp_path,
@@ -228,7 +228,7 @@ async def test_piped_output_keeps_long_lines_whole(tmp_path: Path) -> None:
     words = " ".join(f"word{index}" for index in range(40))  # ~300 characters
     script = [
         Reply(text=words, tool_calls=[bash(f"echo '{words}' > output/answer.txt")]),
-        Reply(tool_calls=[submit()]),
+        Reply(text="done", tool_calls=[submit()]),
     ]
     environ = cli_environment(tmp_path / "home")
     del environ["COLUMNS"]  # as in CI or `| grep`: no terminal, no width given

@@ -128,7 +128,7 @@ async def test_a_template_asking_for_a_terabyte_of_padding_is_bad_input(tmp_path
     (folder / "prompt_config.yaml").write_text(
         "instance_prompt: '{problem_statement:>1000000000000}'\n"
     )
-    async with ScriptedOpenAIServer([Reply(tool_calls=[submit()])]) as server:
+    async with ScriptedOpenAIServer([Reply(text="done", tool_calls=[submit()])]) as server:
         result = await run_cli(
             "run", str(folder), *run_flags(server, tmp_path),
             env=cli_environment(tmp_path / "home"), cwd=tmp_path,
@@ -158,7 +158,7 @@ async def test_without_an_api_key_openai_itself_is_refused_with_how_to_set_one(
 async def test_a_named_key_variable_that_is_unset_is_an_error_not_a_silent_placeholder(
     tmp_path: Path,
 ) -> None:
-    async with ScriptedOpenAIServer([Reply(tool_calls=[submit()])]) as server:
+    async with ScriptedOpenAIServer([Reply(text="done", tool_calls=[submit()])]) as server:
         result = await run_cli(
             "run", "hello", *run_flags(server, tmp_path), "--api-key-env", "TYPO_KEY",
             env=cli_environment(tmp_path / "home"), cwd=tmp_path,
@@ -173,7 +173,7 @@ async def test_a_named_key_variable_that_is_unset_is_an_error_not_a_silent_place
 async def test_a_local_endpoint_needs_no_key_and_gets_a_placeholder(tmp_path: Path) -> None:
     env = cli_environment(tmp_path / "home")
     del env["OPENAI_API_KEY"]
-    async with ScriptedOpenAIServer([Reply(tool_calls=[submit()])]) as server:
+    async with ScriptedOpenAIServer([Reply(text="done", tool_calls=[submit()])]) as server:
         result = await run_cli("run", "hello", *run_flags(server, tmp_path), env=env, cwd=tmp_path)
         authorization = server.chat_requests[0].headers["authorization"]
 

@@ -164,7 +164,7 @@ async def test_request_knobs_reach_every_request(tmp_path: Path) -> None:
 
 
 async def test_without_the_knobs_requests_carry_none_of_them(tmp_path: Path) -> None:
-    async with ScriptedOpenAIServer([Reply(tool_calls=[submit()])]) as server:
+    async with ScriptedOpenAIServer([Reply(text="done", tool_calls=[submit()])]) as server:
         result = await run_cli(
             "run", "Nothing.", "--id", "plain", *flags(server, tmp_path),
             env=cli_environment(tmp_path / "home"), cwd=tmp_path,

@@ -17,7 +17,9 @@ DELAY_S = 3.0
 
 
 async def run_slow(tmp_path: Path, name: str, **env: str) -> str:
-    async with ScriptedOpenAIServer([Reply(tool_calls=[submit()], delay_s=DELAY_S)]) as server:
+    async with ScriptedOpenAIServer(
+        [Reply(text="done", tool_calls=[submit()], delay_s=DELAY_S)]
+    ) as server:
         result = await run_cli(
             "run", "Just submit.", "--id", name,
             "--model", "scripted-model", "--base-url", server.base_url,

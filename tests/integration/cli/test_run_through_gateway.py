@@ -103,7 +103,7 @@ async def test_a_failed_release_is_logged_and_the_run_keeps_its_result(
 ) -> None:
     gateway.api.allowed.discard((CALLER, "delete", "team-a"))  # RBAC: create, not delete
     env = cli_environment(tmp_path / "home", SANDFLEET_GATEWAY_TOKEN=CALLER_TOKEN)
-    async with ScriptedOpenAIServer([Reply(tool_calls=[submit()])]) as model:
+    async with ScriptedOpenAIServer([Reply(text="done", tool_calls=[submit()])]) as model:
         result = await run_cli(
             "run", "Anything.", "--id", "kept", *gateway_flags(gateway, model, tmp_path),
             env=env, cwd=tmp_path,

@@ -46,7 +46,7 @@ def timeout_observation(tmp_path: Path) -> str:
 async def test_the_tool_timeout_variable_is_named_after_the_flag_and_the_old_name_still_works(
     tmp_path: Path, variable: str, deprecated: bool
 ) -> None:
-    script = [Reply(tool_calls=[bash("sleep 30")]), Reply(tool_calls=[submit()])]
+    script = [Reply(tool_calls=[bash("sleep 30")]), Reply(text="done", tool_calls=[submit()])]
     async with ScriptedOpenAIServer(script) as server:
         result = await run_cli(
             "run", "sleep", *run_flags(server, tmp_path),
@@ -96,9 +96,12 @@ async def test_config_shows_each_value_with_its_source_and_masks_the_key(tmp_pat
     assert rows["max_turns"]["source"] == "env SANDFLEET_MAX_TURNS"
     assert rows["max_turns"]["value"] == 7
     assert rows["base_url"]["source"] == f"config {config} (base_url)"
-    assert rows["request_timeout_s"]["value"] == 30
-    assert rows["request_timeout_s"]["env"] == "SANDFLEET_REQUEST_TIMEOUT"
-    assert rows["tool_timeout_s"] == {
+    # Listed by the public names, those of the flags and the config file (issue 27 item 7).
+    assert {"tool_timeout", "request_timeout", "ttl", "context"} <= set(rows)
+    assert not {"tool_timeout_s", "request_timeout_s", "session_ttl_s", "kube_context"} & set(rows)
+    assert rows["request_timeout"]["value"] == 30
+    assert rows["request_timeout"]["env"] == "SANDFLEET_REQUEST_TIMEOUT"
+    assert rows["tool_timeout"] == {
         "value": 120.0, "source": "default", "flag": "--tool-timeout",
         "env": "SANDFLEET_TOOL_TIMEOUT",
     }  # fmt: skip
@@ -112,6 +115,8 @@ async def test_config_shows_each_value_with_its_source_and_masks_the_key(tmp_pat
     assert "sk-very-secret" not in as_json.stdout + as_table.stdout + as_table.stderr
     model_line = next(line for line in as_table.stdout.splitlines() if line.startswith("model "))
     assert model_line.split() == ["model", "flag-model", "flag", "--model", "SANDFLEET_MODEL"]
+    ttl_line = next(line for line in as_table.stdout.splitlines() if line.startswith("ttl "))
+    assert ttl_line.split() == ["ttl", "3600", "default", "--ttl", "SANDFLEET_TTL"]
 
 
 async def test_an_unknown_config_file_key_is_an_error_naming_the_likely_key(

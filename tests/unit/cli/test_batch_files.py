@@ -18,8 +18,8 @@ from sandfleet.cli.batch_files import (
 from sandfleet.cli.results import RunFailure, TaskOutcome, run_id, task_folder_name
 
 
-def outcome(task_id: str, stop_reason: str = "submitted") -> TaskOutcome:
-    return TaskOutcome(id=task_id, stop_reason=stop_reason, turns=2, finished_at="t")
+def outcome(task_id: str, stop_reason: str = "submitted", answer: str | None = "42") -> TaskOutcome:
+    return TaskOutcome(id=task_id, stop_reason=stop_reason, answer=answer, turns=2, finished_at="t")
 
 
 def test_task_lines_are_read_skipping_blank_lines(tmp_path: Path) -> None:
@@ -163,6 +163,11 @@ def test_batch_exit_codes_say_what_went_wrong() -> None:
     assert batch_exit_code(model_errors[:1], total=5, stopped=True) == 3
     assert batch_exit_code([*model_errors, outcome("c")], total=3, stopped=False) == 1
     assert batch_exit_code([outcome("a"), outcome("b")], total=2, stopped=False) == 0
+    # Every task submitted, one without an answer: its own code, never success.
+    no_answer = [outcome("a"), outcome("b", answer=None)]
+    assert batch_exit_code(no_answer, total=2, stopped=False) == 5
+    assert batch_exit_code([outcome("a", answer="  \n")], total=1, stopped=False) == 5
+    assert batch_exit_code([*no_answer, outcome("c", "max_turns")], total=3, stopped=False) == 1
     assert batch_exit_code([outcome("a")], total=2, stopped=False) == 130
 
 

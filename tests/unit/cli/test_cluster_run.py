@@ -115,8 +115,11 @@ def finished(phase: str, reason: str, agent: dict[str, Any] | None = None) -> Se
 @pytest.mark.parametrize(
     ("state", "stop_reason", "exit_code"),
     [
-        (finished("Succeeded", "Submitted", {"turns": 3, "stopReason": "submitted"}),
+        (finished("Succeeded", "Submitted",
+                  {"turns": 3, "stopReason": "submitted", "result": "42"}),
          "submitted", ExitCode.OK),
+        (finished("Succeeded", "Submitted", {"turns": 3, "stopReason": "submitted"}),
+         "submitted", ExitCode.NO_ANSWER),
         (finished("Failed", "MaxTurnsReached", {"turns": 12, "stopReason": "max_turns"}),
          "max_turns", ExitCode.NOT_SUBMITTED),
         (finished("Failed", "ModelError", {"turns": 1, "stopReason": "model_error"}),

@@ -103,17 +103,22 @@ def test_a_finished_task_line_marks_failures_and_shows_the_error() -> None:
 
 def test_the_batch_table_counts_stop_reasons_tokens_and_throughput() -> None:
     outcomes = [
-        TaskOutcome(id=f"s{n}", stop_reason="submitted", turns=4, prompt_tokens=100,
-                    completion_tokens=10)
+        TaskOutcome(id=f"s{n}", stop_reason="submitted", answer="42", turns=4,
+                    prompt_tokens=100, completion_tokens=10)
         for n in range(3)
-    ] + [TaskOutcome(id="e", stop_reason="model_error", turns=1)]  # fmt: skip
+    ] + [
+        TaskOutcome(id="e", stop_reason="model_error", turns=1),
+        TaskOutcome(id="n", stop_reason="submitted", answer=None, turns=2),
+    ]  # fmt: skip
 
     text = rendered(batch_summary_table(outcomes, ran_now=2, elapsed_s=30.0))
 
     rows = {line.split("│")[1].strip(): line for line in text.splitlines() if "│" in line}
     assert [cell.strip() for cell in rows["submitted"].split("│")[2:7]] == [
-        "3", "75%", "4.0", "300", "30",
+        "3", "60%", "4.0", "300", "30",
     ]  # fmt: skip
-    assert [cell.strip() for cell in rows["model_error"].split("│")[2:4]] == ["1", "25%"]
-    assert [cell.strip() for cell in rows["all"].split("│")[2:5]] == ["4", "100%", "3.2"]
+    # A submit without an answer is counted apart, never as "submitted".
+    assert [cell.strip() for cell in rows["submitted_no_answer"].split("│")[2:4]] == ["1", "20%"]
+    assert [cell.strip() for cell in rows["model_error"].split("│")[2:4]] == ["1", "20%"]
+    assert [cell.strip() for cell in rows["all"].split("│")[2:5]] == ["5", "100%", "3.0"]
     assert "this session: 2 tasks in 30.0s = 4.0 tasks/min" in text
