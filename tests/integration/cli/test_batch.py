@@ -117,7 +117,7 @@ async def test_one_failing_task_does_not_stop_the_batch_and_resume_skips_finishe
 
 async def test_a_bad_task_line_stops_the_batch_before_any_task(tmp_path: Path) -> None:
     # Found up front since issue 27 (it used to become an invalid_task line in --out, which a
-    # corrected rerun then skipped): test_attack_bad_batch_lines.py has the whole case.
+    # corrected rerun then skipped): test_bad_batch_lines.py has the whole case.
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text(
         json.dumps({"id": "good", "prompt": "Solve good."}) + "\n"
