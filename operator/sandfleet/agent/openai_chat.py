@@ -110,6 +110,11 @@ class OpenAIChatModel(ChatCompletionsMessages):
                 base_url=config.base_url,
                 timeout=config.request_timeout_s,
                 max_retries=config.max_retries,
+                http_client=(
+                    None
+                    if config.follow_redirects
+                    else openai.DefaultAsyncHttpxClient(follow_redirects=False)
+                ),
             )
         except openai.OpenAIError as exc:
             raise ModelError(f"cannot set up the OpenAI client: {exc}") from exc
