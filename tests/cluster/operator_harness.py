@@ -36,6 +36,8 @@ _PLURALS = {
     "ServiceAccount": "serviceaccounts",
     "ClusterRole": "clusterroles",
     "ClusterRoleBinding": "clusterrolebindings",
+    "Role": "roles",
+    "RoleBinding": "rolebindings",
     "CustomResourceDefinition": "customresourcedefinitions",
 }
 
