@@ -21,6 +21,7 @@ import urllib.parse
 from collections.abc import Iterable
 
 from sandfleet.api.session import check_base_url
+from sandfleet.errors import SandfleetError
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 """Where a session without baseURL goes (the SDK's default)."""
@@ -34,7 +35,7 @@ _ENTRY = re.compile(
 )
 
 
-class EndpointNotAllowedError(ValueError):
+class EndpointNotAllowedError(SandfleetError):
     """The URL is not among the allowed endpoints (or is not a URL the check can trust)."""
 
 
