@@ -133,6 +133,8 @@ def values_for_test_cluster(
             "dnsPolicy": "Default",
         },
         "template": {"resources": {"requests": {"cpu": "10m", "memory": "64Mi"}}},
+        # The tests' scripted model listens on the host's bridge address (any port).
+        "model": {"allowedEndpoints": [f"http://{BRIDGE_HOST}:*"]},
         "tenants": tenants,
         "pool": {"create": True, "replicas": 1},
         "trajectoryStore": {"type": "existingClaim", "existingClaim": trajectory_claim},

@@ -29,12 +29,15 @@ OPERATOR_NAMESPACE = "sandfleet-system"
 OPERATOR_ACCOUNT = "sandfleet-operator"
 SESSIONS = "/apis/sandfleet.dev/v1alpha1/namespaces/{ns}/sandboxsessions"
 POOLS = "/apis/sandfleet.dev/v1alpha1/namespaces/{ns}/sandboxpools"
+ALLOWED_MODEL_ENDPOINT = "http://127.0.0.1:*"
 
 _PLURALS = {
     "Namespace": "namespaces",
     "ServiceAccount": "serviceaccounts",
     "ClusterRole": "clusterroles",
     "ClusterRoleBinding": "clusterrolebindings",
+    "Role": "roles",
+    "RoleBinding": "rolebindings",
     "CustomResourceDefinition": "customresourcedefinitions",
 }
 
@@ -171,6 +174,9 @@ class OperatorProcess:
             "SANDFLEET_OPERATOR_HTTP_PORT": str(self.http_port),
             "SANDFLEET_OPERATOR_LIVENESS_PORT": str(self.liveness_port),
             "SANDFLEET_OPERATOR_TRAJECTORY_DIR": str(self.store_dir),
+            # The tests' scripted models listen on 127.0.0.1 (any port); other local
+            # addresses (127.0.0.2, "localhost") stand for endpoints the admin did not allow.
+            "SANDFLEET_OPERATOR_MODEL_ENDPOINTS_ALLOWED": json.dumps([ALLOWED_MODEL_ENDPOINT]),
             **self.TIMING_ENV,
             **env,
         }

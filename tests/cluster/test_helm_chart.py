@@ -263,6 +263,9 @@ async def test_a_session_applied_with_kubectl_runs_to_succeeded_against_the_mode
     ns = installation.tenant_a
     await kubectl.run("create", "secret", "generic", "model-api-key", "-n", ns,
                       "--from-literal=api-key=sk-chart-test")  # fmt: skip
+    # Its owner lets this namespace's sessions use it as a model key.
+    await kubectl.run("label", "secret", "model-api-key", "-n", ns,
+                      "sandfleet.dev/model-credentials=true")  # fmt: skip
     script = [
         Reply(tool_calls=[bash("echo hello from a sandbox > /testbed/hello.txt")]),
         Reply(tool_calls=[submit()]),

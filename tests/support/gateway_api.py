@@ -1,7 +1,8 @@
 """A stand-in Kubernetes API server for the gateway's non-cluster tests.
 
 A real aiohttp server on 127.0.0.1 that answers what the gateway asks the API server:
-TokenReviews, SubjectAccessReviews, SandboxSession list/watch/get and pod get. It stands in
+TokenReviews, SubjectAccessReviews, SandboxSession list/watch/get, pod get, and Lease
+get/create/update with the resourceVersion precondition (the quota ledger). It stands in
 for the real API server (whose real behaviour the cluster tier covers) because no real one
 can run in these tests; its answers follow the shapes the Kubernetes API documents.
 """
@@ -65,6 +66,10 @@ class StandInApiServer:
         """(username, verb, namespace) RBAC allows."""
         self.sessions: dict[tuple[str, str], JsonObject] = {}
         self.pods: dict[tuple[str, str], JsonObject] = {}
+        self.leases: dict[tuple[str, str], JsonObject] = {}
+        self.lease_conflicts = 0
+        """Lease writes refused for a stale resourceVersion or an existing name (409)."""
+        self._versions = 0
         self.requests: collections.Counter[tuple[str, str]] = collections.Counter()
         self.reviews: list[JsonObject] = []
         """Every review body received, in order."""
@@ -176,6 +181,33 @@ class StandInApiServer:
             return _not_found("pods", key[1])
         return web.json_response(self.pods[key])
 
+    async def lease(self, request: web.Request) -> web.Response:
+        self.requests[(request.method, request.path)] += 1
+        namespace = request.match_info["namespace"]
+        name = request.match_info.get("name")
+        if request.method == "GET":
+            if (namespace, name) not in self.leases:
+                return _not_found("leases", str(name))
+            return web.json_response(self.leases[(namespace, str(name))])
+        body: JsonObject = await request.json()
+        key = (namespace, str(name or body["metadata"]["name"]))
+        current = self.leases.get(key)
+        if request.method == "POST" and current is not None:
+            self.lease_conflicts += 1
+            return _status(409, "AlreadyExists", f'leases "{key[1]}" already exists')
+        if request.method == "PUT":
+            if current is None:
+                return _not_found("leases", key[1])
+            sent = body["metadata"].get("resourceVersion")
+            if sent != current["metadata"]["resourceVersion"]:
+                self.lease_conflicts += 1
+                return _status(409, "Conflict", "the object has been modified")
+        self._versions += 1
+        body["metadata"] = {**body["metadata"], "namespace": namespace}
+        body["metadata"]["resourceVersion"] = str(self._versions)
+        self.leases[key] = body
+        return web.json_response(body, status=201 if request.method == "POST" else 200)
+
     def app(self) -> web.Application:
         app = web.Application()
         sessions = "/apis/sandfleet.dev/v1alpha1"
@@ -191,6 +223,10 @@ class StandInApiServer:
             f"{sessions}/namespaces/{{namespace}}/sandboxsessions/{{name}}", self.session
         )
         app.router.add_get("/api/v1/namespaces/{namespace}/pods/{name}", self.pod)
+        leases = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        app.router.add_post(leases, self.lease)
+        app.router.add_get(f"{leases}/{{name}}", self.lease)
+        app.router.add_put(f"{leases}/{{name}}", self.lease)
         return app
 
     def close_watches(self) -> None:

@@ -56,6 +56,9 @@ class AgentConfig:
     max_nudges: int = 3
     """Replies in a row without a tool call that get a nudge; the next one ends the run
     with no_tool_call (its text is the result)."""
+    follow_redirects: bool = True
+    """Follow HTTP redirects of the endpoint; the operator turns it off (a redirect would
+    take a managed session's requests to a URL its endpoint allowlist never checked)."""
     record_tokens: bool = False
     """Ask the endpoint for token ids and logprobs (token_records.TOKEN_REQUEST_FIELDS) and
     record them per turn in the trajectory (a `tokens` record), for training rows. For vLLM,

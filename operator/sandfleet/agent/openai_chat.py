@@ -134,6 +134,11 @@ class OpenAIChatModel(ChatCompletionsMessages):
                     connect=min(CONNECT_TIMEOUT_S, config.request_timeout_s),
                 ),
                 max_retries=0,  # with_retries does them, reporting each one
+                http_client=(
+                    None
+                    if config.follow_redirects
+                    else openai.DefaultAsyncHttpxClient(follow_redirects=False)
+                ),
             )
         except openai.OpenAIError as exc:
             raise ModelError(f"cannot set up the OpenAI client: {exc}") from exc

@@ -19,7 +19,14 @@ from sandfleet.api.common import (
     ObjectName,
 )
 from sandfleet.api.conditions import ConditionType, Reason, StatusCondition
-from sandfleet.api.labels import MANAGED_BY_VALUE, Annotation, Component, Label, PodState
+from sandfleet.api.labels import (
+    CONSENT_VALUE,
+    MANAGED_BY_VALUE,
+    Annotation,
+    Component,
+    Label,
+    PodState,
+)
 from sandfleet.api.names import (
     API_VERSION,
     DEFAULT_WORKDIR,
@@ -63,6 +70,7 @@ from sandfleet.api.template import (
 __all__ = [
     "AGENT_RESULT_LIMIT_CHARS",
     "API_VERSION",
+    "CONSENT_VALUE",
     "DECIMAL_PATTERN",
     "DEFAULT_WORKDIR",
     "ENV_NAME_PATTERN",

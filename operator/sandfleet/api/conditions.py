@@ -55,6 +55,11 @@ class Reason(enum.StrEnum):
     TEMPLATE_NOT_FOUND = "TemplateNotFound"
     POOL_NOT_FOUND = "PoolNotFound"
     SECRET_NOT_FOUND = "SecretNotFound"
+    SECRET_NOT_LABELLED = "SecretNotLabelled"
+    """A Secret (or ConfigMap) the session names lacks the label by which whoever may read
+    it lets sessions use it (sandfleet.dev/model-credentials or sandfleet.dev/session-files)."""
+    ENDPOINT_NOT_ALLOWED = "EndpointNotAllowed"
+    """spec.agent.baseURL is not among the model endpoints the platform admin allowed."""
 
 
 class StatusCondition(ApiModel):

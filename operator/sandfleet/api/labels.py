@@ -14,9 +14,17 @@ class Label(enum.StrEnum):
     SESSION = "sandfleet.dev/session"
     POOL = "sandfleet.dev/pool"
     STATE = "sandfleet.dev/state"
+    MODEL_CREDENTIALS = "sandfleet.dev/model-credentials"
+    """On a Secret, set (value "true") by someone who may read it: sessions of its namespace
+    may use it as apiKeySecretRef. The operator never reads an unlabelled one for them."""
+    SESSION_FILES = "sandfleet.dev/session-files"
+    """On a Secret or ConfigMap, set (value "true") by someone who may read it: sessions of
+    its namespace may copy it into their sandbox (files[].secretKeyRef/configMapKeyRef)."""
 
 
 MANAGED_BY_VALUE: Final = "sandfleet-operator"
+CONSENT_VALUE: Final = "true"
+"""The value of Label.MODEL_CREDENTIALS and Label.SESSION_FILES that grants use."""
 
 
 class Component(enum.StrEnum):

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any
+import urllib.parse
+from typing import Any, Final
 
 from pydantic import Field, field_validator, model_validator
 
@@ -13,6 +14,9 @@ from sandfleet.api.common import DECIMAL_PATTERN, ApiModel, EnvVar, KeyRef, Obje
 from sandfleet.api.conditions import StatusCondition
 from sandfleet.api.phases import Phase
 from sandfleet.api.template import LifecycleSpec, NetworkSpec, PodTemplate
+
+BASE_URL_PATTERN: Final = r"^https?://[^/?#@\\\s]+([/?#][^@\\\s]*)?$"
+"""http(s), a host, and no userinfo, backslash or whitespace anywhere (the CRD's pattern)."""
 
 AGENT_RESULT_LIMIT_CHARS = 4096
 """status.agent.result is a preview (the CRD's maxLength); the trajectory has everything."""
@@ -45,8 +49,11 @@ class AgentSpec(ApiModel):
     model: str = Field(min_length=1)
     prompt: str = Field(min_length=1)
     """The task (the problem statement)."""
-    base_url: str | None = Field(default=None, alias="baseURL", pattern="^https?://")
-    """An OpenAI-compatible endpoint; None: OpenAI's."""
+    base_url: str | None = Field(
+        default=None, alias="baseURL", max_length=2048, pattern=BASE_URL_PATTERN
+    )
+    """An OpenAI-compatible endpoint; None: OpenAI's. The operator calls it only when the
+    platform's allowlist (operator setting model_endpoints_allowed) admits it."""
     api_key_secret_ref: KeyRef | None = None
     system_prompt: str | None = None
     """Replaces the built-in system prompt."""
@@ -80,12 +87,34 @@ class AgentSpec(ApiModel):
     def extra_body_value(self) -> dict[str, Any] | None:
         return None if self.extra_body is None else _json_object(self.extra_body)
 
+    @field_validator("base_url")
+    @classmethod
+    def _base_url_has_a_plain_host(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_base_url(value)
+        return value
+
     @field_validator("extra_body")
     @classmethod
     def _extra_body_is_a_json_object(cls, value: str | None) -> str | None:
         if value is not None:
             _json_object(value)
         return value
+
+
+def check_base_url(url: str) -> None:
+    """Raises ValueError unless `url` is http(s) with a host and nothing that makes parsers
+    disagree on which host that is: no userinfo (`https://allowed@evil`), no backslash, no
+    whitespace or control characters."""
+    if any(c in url for c in "\\@") or any(c.isspace() or not c.isprintable() for c in url):
+        raise ValueError("baseURL must not contain '@', '\\', whitespace or control characters")
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("baseURL must be an http:// or https:// URL with a host")
+    try:
+        parts.port  # noqa: B018 - parsing the port raises on a bad one
+    except ValueError as exc:
+        raise ValueError(f"baseURL has a bad port: {exc}") from None
 
 
 def _json_object(text: str) -> dict[str, Any]:

@@ -7,6 +7,7 @@ retried claim finds what an earlier attempt made (sandfleet.gateway.claims uses 
 from __future__ import annotations
 
 import hashlib
+import secrets
 import string
 from collections.abc import Mapping
 from typing import Any
@@ -21,6 +22,19 @@ CLAIM_ID_ANNOTATION = "sandfleet.dev/claim-id"
 _SUFFIX_CHARS = string.ascii_lowercase + string.digits
 _MAX_NAME = 63
 _MAX_DERIVED_SUFFIX = 10
+
+
+def session_name(generate_name: str) -> str:
+    """A new session name: the prefix and five random characters (as the API server would)."""
+    return f"{generate_name or 'sbx-'}{''.join(secrets.choice(_SUFFIX_CHARS) for _ in range(5))}"
+
+
+def planned_session_names(spec: ClaimSpec) -> tuple[str, ...]:
+    """The names a claim's sessions will have: an idempotent claim's derived ones, else
+    random ones (known before anything is created, for the quota ledger)."""
+    if spec.claim_id:
+        return tuple(claim_session_names(spec))
+    return tuple(session_name(spec.generate_name) for _ in range(spec.count))
 
 
 def claim_session_names(spec: ClaimSpec) -> list[str]:

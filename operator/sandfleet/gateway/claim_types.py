@@ -38,6 +38,9 @@ class ClaimSpec:
     claim_id: str = ""
     """The caller's idempotency key ("": none): the sessions' names derive from it, so a
     retried claim finds the sessions the first one made (claims.claim_session_names)."""
+    names: tuple[str, ...] = ()
+    """The sessions' names, chosen before the claim (claim_ids.planned_session_names) so the
+    quota ledger can name what the claim is about to create; empty: the claim path picks."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

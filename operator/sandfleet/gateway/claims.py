@@ -14,8 +14,6 @@ import dataclasses
 import datetime as dt
 import posixpath
 import random
-import secrets
-import string
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -38,6 +36,7 @@ from sandfleet.gateway.claim_ids import (
     CLAIM_ID_ANNOTATION,
     check_same_claim,
     claim_session_names,
+    session_name,
 )
 from sandfleet.gateway.claim_types import Claimed, ClaimFailed, ClaimFailure, ClaimSpec
 from sandfleet.gateway.idle_pods import IdlePods, runtime_address
@@ -55,8 +54,6 @@ from sandfleet.operator.resources import gateway_claim_patch
 
 log = get_logger(__name__)
 
-_SUFFIX_CHARS = string.ascii_lowercase + string.digits
-
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ClaimSettings:
@@ -72,11 +69,6 @@ class ClaimSettings:
     """How long a pool's or template's existence (and workdir) is remembered."""
     rpc_timeout_s: float = 10.0
     """Deadline of each runtime call on the claim path (warm-up, bind, one file)."""
-
-
-def session_name(generate_name: str) -> str:
-    """A new session name: the prefix and five random characters (as the API server would)."""
-    return f"{generate_name or 'sbx-'}{''.join(secrets.choice(_SUFFIX_CHARS) for _ in range(5))}"
 
 
 def sandbox_path(path: str, workdir: str) -> str:
@@ -111,8 +103,9 @@ class Claimer:
         if spec.claim_id:
             results = await self._claim_idempotent(spec, workdir)
         else:
+            names: Sequence[str | None] = spec.names or [None] * spec.count
             results = await asyncio.gather(
-                *(self._claim_one(spec, workdir, None) for _ in range(spec.count)),
+                *(self._claim_one(spec, workdir, name) for name in names),
                 return_exceptions=True,
             )
         claimed = [r for r in results if isinstance(r, Claimed)]
@@ -135,8 +128,8 @@ class Claimer:
                     return claimed
             return await self._start_cold(spec, workdir, name)
         except ConflictError:
-            if name is None:
-                raise
+            if name is None or not spec.claim_id:
+                raise  # a random name taken: not a retry of this claim
             log.info("claim_raced_its_retry", session=f"{spec.namespace}/{name}")
             return await self._existing(spec, name)
 
@@ -146,7 +139,7 @@ class Claimer:
         """Each of the claim id's sessions: the one an earlier Claim with the id made (a lost
         answer, an attempt still running or cut short), else a new one under that name.
         UNAVAILABLE when an earlier attempt failed and its sessions are being released."""
-        names = claim_session_names(spec)
+        names = list(spec.names) or claim_session_names(spec)
         sessions = SessionClient(self._kube, spec.namespace)
         made: set[str] = set()
         for name in names:

@@ -17,6 +17,7 @@ from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
 from sandfleet.gateway.auth import Authenticator
 from sandfleet.gateway.metrics import GatewayMetrics, serve_http
 from sandfleet.gateway.proxy import MAX_MESSAGE_BYTES, ChannelCache, RuntimeProxy
+from sandfleet.gateway.quota_ledger import QuotaLedger
 from sandfleet.gateway.quotas import Quotas
 from sandfleet.gateway.routes import SessionRoutes
 from sandfleet.gateway.service import ClaimPath, GatewayServicer
@@ -71,7 +72,23 @@ class GatewayServer:
             access_ttl_s=settings.access_review_ttl_seconds,
             max_entries=settings.auth_cache_entries,
         )
-        self.quotas = Quotas(settings.quota_default, settings.quotas, self.routes.active)
+        ledger = (
+            QuotaLedger(
+                kube,
+                settings.quota_ledger_namespace,
+                settings.replica,
+                hold_s=settings.quota_hold_seconds,
+            )
+            if settings.quota_ledger_namespace
+            else None
+        )
+        self.quotas = Quotas(
+            settings.quota_default,
+            settings.quotas,
+            self.routes.active,
+            known=lambda namespace, name: self.routes.get(namespace, name) is not None,
+            ledger=ledger,
+        )
         self.health = AsyncHealthServicer()
         self.port = 0
         self.http_port = 0

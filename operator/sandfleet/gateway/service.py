@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn, Protocol, TypeVar
@@ -19,6 +20,7 @@ from sandfleet.gateway.auth import (
     Unauthenticated,
     bearer_token,
 )
+from sandfleet.gateway.claim_ids import planned_session_names
 from sandfleet.gateway.claim_types import Claimed, ClaimFailed, ClaimFailure, ClaimSpec
 from sandfleet.gateway.metrics import GatewayMetrics
 from sandfleet.gateway.quotas import QuotaExceeded, Quotas
@@ -117,7 +119,9 @@ class GatewayServicer(gateway_grpc.GatewayServiceServicer):
                 default_timeout_s=self._default_timeout_s,
                 served=self._namespaces,
             )
-            with self._quotas.reserve(spec.namespace, spec.count):
+            # The names first: the quota ledger records what the claim is about to create.
+            spec = dataclasses.replace(spec, names=planned_session_names(spec))
+            async with self._quotas.reserve(spec.namespace, spec.names):
                 claimed = await self._claimer.claim(spec)
                 for sandbox in claimed:
                     self._routes.record(sandbox)  # before the reservation ends: no gap
@@ -159,6 +163,8 @@ class GatewayServicer(gateway_grpc.GatewayServiceServicer):
             check_namespace(request.namespace, self._namespaces)
             names = [check_name(f"names[{i}]", n) for i, n in enumerate(request.names)]
             released = await self._claimer.release(request.namespace, names) if names else 0
+            if names:
+                await self._quotas.released(request.namespace, names)
             log.info(
                 "gateway_released",
                 namespace=request.namespace,

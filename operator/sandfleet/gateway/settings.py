@@ -47,6 +47,13 @@ class GatewaySettings(BaseSettings):
     """Concurrent (not finished) sessions a namespace may hold; 0 means unlimited."""
     quotas: dict[str, int] = {}
     """Per-namespace limits overriding `quota_default` (0: unlimited for that namespace)."""
+    quota_ledger_namespace: str | None = None
+    """Where the quota ledger's Leases live (the gateway's own namespace; the chart sets it):
+    replicas reserve each claim's sessions there, so quotas hold across replicas. None: no
+    ledger, each replica counts only its own claims (right for a single replica)."""
+    quota_hold_seconds: float = Field(default=15.0, gt=0)
+    """How long a ledger reservation counts: long enough for a claim to create its sessions
+    and for every replica's watch to show them."""
 
     token_review_ttl_seconds: float = Field(default=30.0, ge=0)
     """How long an accepted bearer token is trusted without asking the API server again."""

@@ -19,14 +19,14 @@ from sandfleet.agent.loop import run_agent
 from sandfleet.agent.results import AgentResult
 from sandfleet.agent.resume import ResumeError, ResumeState, load_resume_state, resume_agent
 from sandfleet.agent.trajectory import TrajectoryWriter
-from sandfleet.api import AgentSpec, Reason
+from sandfleet.api import AgentSpec, Label, Reason
 from sandfleet.client import RuntimeClient
 from sandfleet.errors import SandfleetError
-from sandfleet.kube import NotFoundError
 from sandfleet.logs import get_logger
+from sandfleet.operator.consented_keys import read_consented_key
 from sandfleet.operator.context import OperatorContext
+from sandfleet.operator.model_endpoints import OPENAI_BASE_URL, EndpointNotAllowedError
 from sandfleet.operator.plans import PlanError
-from sandfleet.operator.provisioning import read_secret_value
 from sandfleet.operator.resources import ObjectRef
 from sandfleet.operator.session_status import SessionStatus
 from sandfleet.sandbox import Sandbox, SandboxPaths
@@ -40,7 +40,13 @@ class ResumeImpossibleError(SandfleetError):
 
 async def agent_config(ctx: OperatorContext, namespace: str, agent: AgentSpec) -> AgentConfig:
     """The loop's configuration. A session that names no endpoint and no key gets the
-    platform's default endpoint and key; the platform's key never goes anywhere else."""
+    platform's default endpoint and key; the platform's key never goes anywhere else.
+
+    The operator acts for the session's creator here, so it does only what the creator may
+    have done: it calls an endpoint only when the platform's allowlist admits it, and reads
+    the key Secret only when its owner labelled it sandfleet.dev/model-credentials=true.
+    Raises PlanError (EndpointNotAllowed, SecretNotLabelled, SecretNotFound, InvalidSpec).
+    """
     api_key = None
     base_url = agent.base_url
     settings = ctx.settings
@@ -49,14 +55,23 @@ async def agent_config(ctx: OperatorContext, namespace: str, agent: AgentSpec) -
         if settings.default_model_api_key_file is not None:
             key_file = settings.default_model_api_key_file
             api_key = (await asyncio.to_thread(key_file.read_text)).strip()
+    try:
+        # Before the Secret is read: a refused endpoint never costs a read.
+        ctx.model_endpoints.check(base_url or OPENAI_BASE_URL)
+    except EndpointNotAllowedError as exc:
+        raise PlanError(Reason.ENDPOINT_NOT_ALLOWED, str(exc)) from None
     if agent.api_key_secret_ref is not None:
         ref = agent.api_key_secret_ref
-        try:
-            api_key = await read_secret_value(ctx.kube, namespace, ref.name, ref.key)
-        except (NotFoundError, KeyError) as exc:
-            raise PlanError(
-                Reason.SECRET_NOT_FOUND, f"apiKeySecretRef {ref.name}/{ref.key}: {exc}"
-            ) from exc
+        value = await read_consented_key(
+            ctx.kube,
+            namespace,
+            "secrets",
+            ref.name,
+            ref.key,
+            label=Label.MODEL_CREDENTIALS,
+            use=f"apiKeySecretRef {ref.name}/{ref.key}",
+        )
+        api_key = value.decode()
     return AgentConfig(
         model=agent.model,
         base_url=base_url,
@@ -70,6 +85,9 @@ async def agent_config(ctx: OperatorContext, namespace: str, agent: AgentSpec) -
         tool_timeout_s=float(agent.tool_timeout_seconds),
         system_prompt=agent.system_prompt,
         record_tokens=agent.record_tokens,
+        # A redirect would carry the prompts (and, to the same host, the key) to a URL the
+        # allowlist never saw.
+        follow_redirects=False,
     )
 
 
@@ -127,6 +145,7 @@ async def drive_agent(
     ctx: OperatorContext,
     session: ObjectRef,
     agent: AgentSpec,
+    config: AgentConfig,
     *,
     workdir: str,
     address: str,
@@ -136,10 +155,9 @@ async def drive_agent(
 ) -> AgentResult:
     """Run (or, when `resuming`, continue) the session's loop to its end.
 
-    Raises PlanError for configuration problems (missing API key Secret) and
+    `config` comes from agent_config (made before the sandbox is leased). Raises
     ResumeImpossibleError when an interrupted run's trajectory is missing or unusable.
     """
-    config = await agent_config(ctx, session.namespace, agent)
     model = ctx.model_for(config)
     path = ctx.store.writer_path(session.namespace, session.name, session.uid)
     status.set(trajectory=ctx.store.reference(session.namespace, session.name, session.uid))

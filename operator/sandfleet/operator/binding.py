@@ -7,16 +7,15 @@ only the pool's token; the session's token, environment and input files arrive h
 from __future__ import annotations
 
 import asyncio
-import base64
 import posixpath
 from collections.abc import Sequence
 
-from sandfleet.api import RUNTIME_PORT, EnvVar, FileSource, Reason
+from sandfleet.api import RUNTIME_PORT, EnvVar, FileSource, Label
 from sandfleet.client import RuntimeClient
 from sandfleet.errors import SandboxLostError, SandfleetError, ToolError
-from sandfleet.kube import KubeClient, NotFoundError, resource_path
+from sandfleet.kube import KubeClient
 from sandfleet.logs import get_logger
-from sandfleet.operator.plans import PlanError
+from sandfleet.operator.consented_keys import Kind, read_consented_key
 
 log = get_logger(__name__)
 
@@ -34,7 +33,8 @@ async def resolve_files(
     kube: KubeClient, namespace: str, workdir: str, files: Sequence[FileSource]
 ) -> list[tuple[str, bytes, int]]:
     """(absolute sandbox path, content, mode) for each input file; reads ConfigMaps and
-    Secrets. A missing source is a PlanError (the session cannot start until it exists)."""
+    Secrets labelled sandfleet.dev/session-files (consented_keys). A missing or unlabelled
+    source is a PlanError (the session cannot start until it changes)."""
     resolved = []
     for item in files:
         path = item.path if item.path.startswith("/") else posixpath.join(workdir, item.path)
@@ -47,22 +47,10 @@ async def _file_content(kube: KubeClient, namespace: str, item: FileSource) -> b
         return item.content.encode()
     ref = item.config_map_key_ref or item.secret_key_ref
     assert ref is not None  # the model validator guarantees exactly one source
-    kind = "configmaps" if item.config_map_key_ref is not None else "secrets"
-    try:
-        body = await kube.get(resource_path("v1", kind, namespace, ref.name))
-    except NotFoundError as exc:
-        reason = Reason.SECRET_NOT_FOUND if kind == "secrets" else Reason.INVALID_SPEC
-        raise PlanError(reason, f"file {item.path}: {kind[:-1]} {ref.name} not found") from exc
-    data = body.get("data") or {}
-    if kind == "secrets":
-        if ref.key in data:
-            return base64.b64decode(data[ref.key])
-    else:
-        if ref.key in data:
-            return str(data[ref.key]).encode()
-        if ref.key in (body.get("binaryData") or {}):
-            return base64.b64decode(body["binaryData"][ref.key])
-    raise PlanError(Reason.INVALID_SPEC, f"file {item.path}: {ref.name} has no key {ref.key!r}")
+    kind: Kind = "configmaps" if item.config_map_key_ref is not None else "secrets"
+    return await read_consented_key(
+        kube, namespace, kind, ref.name, ref.key, label=Label.SESSION_FILES, use=f"file {item.path}"
+    )
 
 
 async def bind_runtime(

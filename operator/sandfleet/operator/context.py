@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
 import json
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
@@ -18,6 +19,7 @@ from sandfleet.agent.config import AgentConfig
 from sandfleet.agent.model import Model
 from sandfleet.kube import KubeClient
 from sandfleet.operator.metrics import OperatorMetrics
+from sandfleet.operator.model_endpoints import EndpointAllowlist
 from sandfleet.operator.pod_index import PodIndex
 from sandfleet.operator.resources import PlatformDefaults
 from sandfleet.operator.settings import OperatorSettings
@@ -72,6 +74,13 @@ class OperatorContext:
     def __copy__(self) -> OperatorContext:
         return self
 
+    @functools.cached_property
+    def model_endpoints(self) -> EndpointAllowlist:
+        """The endpoints managed sessions may use (the admin's list and the default)."""
+        return EndpointAllowlist(
+            self.settings.model_endpoints_allowed, self.settings.default_model_base_url
+        )
+
     def model_for(self, config: AgentConfig) -> Model:
         """One model client per endpoint, key and sampling settings, shared by sessions (an
         HTTP client per session would cost a connection pool each)."""
@@ -85,6 +94,7 @@ class OperatorContext:
             config.seed,
             extra_body,
             config.record_tokens,  # changes every request's body (token fields)
+            config.follow_redirects,
         )
         model = self._models.get(key)
         if model is None:

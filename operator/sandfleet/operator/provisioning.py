@@ -50,7 +50,8 @@ async def create_ignoring_conflict(kube: KubeClient, path: str, body: dict[str, 
 
 
 async def read_secret_value(kube: KubeClient, namespace: str, name: str, key: str) -> str:
-    """One key of a Secret, decoded. Raises NotFoundError / KeyError."""
+    """One key of a Secret the operator made itself (runtime tokens), decoded. Raises
+    NotFoundError / KeyError. Secrets a session names go through consented_keys instead."""
     secret = await kube.get(resource_path("v1", "secrets", namespace, name))
     data = secret.get("data") or {}
     if key not in data:

@@ -14,6 +14,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
+from sandfleet.agent.config import AgentConfig
 from sandfleet.agent.results import AgentResult, StopReason
 from sandfleet.api import (
     ConditionType,
@@ -27,6 +28,7 @@ from sandfleet.logs import get_logger
 from sandfleet.operator.adoption import claimed_pod_of
 from sandfleet.operator.agent_driver import (
     ResumeImpossibleError,
+    agent_config,
     drive_agent,
     set_aside_trajectory,
 )
@@ -161,6 +163,12 @@ class SessionWorker:
         """Lease a sandbox and serve the session from it to its end; raises PodLostError
         when the sandbox goes away first."""
         resuming = self.status.phase == Phase.RUNNING
+        # The endpoint and key are checked before any sandbox is made for the session.
+        config = (
+            await agent_config(self._ctx, self.ref.namespace, spec.agent)
+            if spec.agent is not None
+            else None
+        )
         files = await resolve_files(self._ctx.kube, self.ref.namespace, _workdir(plan), spec.files)
         request = LeaseRequest(
             session=self.ref,
@@ -176,10 +184,10 @@ class SessionWorker:
             await self._finish(lease)
             return
         try:
-            if spec.agent is None:
+            if config is None:
                 ending = await self._serve_raw(lease, plan)
             else:
-                ending = await self._serve_agent(spec, lease, plan, resuming=resuming)
+                ending = await self._serve_agent(spec, config, lease, plan, resuming=resuming)
             await self._finish(ending)
         finally:
             lease.close()
@@ -214,7 +222,13 @@ class SessionWorker:
         return Ending(Phase.EXPIRED, Reason.IDLE_TIMEOUT, message, ReclaimReason.IDLE)
 
     async def _serve_agent(
-        self, spec: SandboxSessionSpec, lease: SandboxLease, plan: SessionPlan, *, resuming: bool
+        self,
+        spec: SandboxSessionSpec,
+        config: AgentConfig,
+        lease: SandboxLease,
+        plan: SessionPlan,
+        *,
+        resuming: bool,
     ) -> Ending:
         assert spec.agent is not None
         agent = asyncio.ensure_future(
@@ -222,6 +236,7 @@ class SessionWorker:
                 self._ctx,
                 self.ref,
                 spec.agent,
+                config,
                 workdir=_workdir(plan),
                 address=lease.address,
                 token=lease.token,

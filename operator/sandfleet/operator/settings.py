@@ -9,9 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sandfleet.operator.model_endpoints import EndpointRule
 from sandfleet.version import __version__
 
 
@@ -49,6 +50,12 @@ class OperatorSettings(BaseSettings):
     """File holding the API key for `default_model_base_url` (a mounted Secret; read at
     each session start, so a rotated key needs no restart). Never sent to an endpoint a
     session picked itself."""
+    model_endpoints_allowed: list[str] = []
+    """Model endpoints managed sessions may name in baseURL (and so send their key Secret
+    to): URL prefixes `scheme://host[:port][/path]`, host `*.example.com` for its subdomains,
+    port `*` for any. No port: the scheme's default. `default_model_base_url` is always
+    allowed; OpenAI's own endpoint (a session without baseURL) only when listed. Empty: the
+    default endpoint only. Set by the platform admin, never by a tenant."""
     operator_namespace: str = "sandfleet-system"
     """Where the operator's pods run: sandbox NetworkPolicies admit ingress from there only."""
     operator_pod_labels: dict[str, str] = {"app.kubernetes.io/name": "sandfleet-operator"}
@@ -97,3 +104,10 @@ class OperatorSettings(BaseSettings):
     would pause them all, so None picks a random one at start."""
     peering_lifetime_seconds: int = Field(default=60, ge=2)
     """A peer not heard from for this long is gone: a standby takes over after it."""
+
+    @field_validator("model_endpoints_allowed")
+    @classmethod
+    def _endpoints_parse(cls, entries: list[str]) -> list[str]:
+        for entry in entries:
+            EndpointRule.parse(entry)  # a bad entry stops the operator at start-up
+        return entries

@@ -179,6 +179,8 @@ def test_an_ipv6_pod_address_is_bracketed_for_grpc() -> None:
 # --- resolve_files -------------------------------------------------------------------------
 CONFIGMAPS = f"/api/v1/namespaces/{NS}/configmaps"
 SECRETS = f"/api/v1/namespaces/{NS}/secrets"
+CONSENTED = {"labels": {"sandfleet.dev/session-files": "true"}}
+"""Whoever may read the object let sessions copy it into their sandboxes."""
 
 
 async def resolve(sources: list[FileSource], objects: dict[str, dict[str, Any]]) -> Any:
@@ -188,10 +190,11 @@ async def resolve(sources: list[FileSource], objects: dict[str, dict[str, Any]])
 async def test_file_sources_resolve_to_absolute_paths_contents_and_modes() -> None:
     objects = {
         f"{CONFIGMAPS}/inputs": {
+            "metadata": CONSENTED,
             "data": {"setup.py": "print(1)\n"},
             "binaryData": {"blob.bin": b64(b"\x00\xff")},
         },
-        f"{SECRETS}/creds": {"data": {"netrc": b64(b"machine x\n")}},
+        f"{SECRETS}/creds": {"metadata": CONSENTED, "data": {"netrc": b64(b"machine x\n")}},
     }
 
     resolved = await resolve(
@@ -239,17 +242,30 @@ async def test_file_sources_resolve_to_absolute_paths_contents_and_modes() -> No
             Reason.INVALID_SPEC,
             "file a: creds has no key 'missing'",
         ),
+        (
+            {"path": "a", "secretKeyRef": {"name": "db-credentials", "key": "password"}},
+            Reason.SECRET_NOT_LABELLED,
+            "file a: secret team-a/db-credentials lacks the label sandfleet.dev/session-files=true",
+        ),
+        (
+            {"path": "a", "configMapKeyRef": {"name": "private", "key": "k"}},
+            Reason.SECRET_NOT_LABELLED,
+            "file a: configmap team-a/private lacks the label sandfleet.dev/session-files=true",
+        ),
     ],
 )
 async def test_a_missing_file_source_is_a_plan_error_naming_it(
     source: dict[str, Any], reason: Reason, message: str
 ) -> None:
     objects: dict[str, dict[str, Any]] = {
-        f"{CONFIGMAPS}/inputs": {"data": {}},
-        f"{SECRETS}/creds": {"data": {}},
+        f"{CONFIGMAPS}/inputs": {"metadata": CONSENTED, "data": {}},
+        f"{SECRETS}/creds": {"metadata": CONSENTED, "data": {}},
+        f"{SECRETS}/db-credentials": {"data": {"password": b64(b"hunter2")}},
+        f"{CONFIGMAPS}/private": {"metadata": {"labels": {"other": "true"}}, "data": {"k": "v"}},
     }
 
     with pytest.raises(PlanError) as caught:
         await resolve(files(source), objects)
 
-    assert (caught.value.reason, str(caught.value)) == (reason, message)
+    assert caught.value.reason == reason
+    assert str(caught.value).startswith(message), str(caught.value)

@@ -37,7 +37,7 @@ async def test_a_managed_session_with_record_tokens_stores_token_records(
     workdir = tmp_path / "tree"
     workdir.mkdir()
     ctx = OperatorContext(
-        settings=OperatorSettings(),
+        settings=OperatorSettings(model_endpoints_allowed=["http://127.0.0.1:*"]),
         kube=None,  # type: ignore[arg-type]
         pods=PodIndex(),
         metrics=OperatorMetrics(),
@@ -58,11 +58,12 @@ async def test_a_managed_session_with_record_tokens_stores_token_records(
     ):
         spec = {"model": "m", "prompt": "Say hi.", "baseURL": server.base_url}
         agent = AgentSpec.model_validate({**spec, "recordTokens": True} if record else spec)
+        config = await agent_config(ctx, "ns", agent)
         result = await drive_agent(
-            ctx, session, agent, workdir=str(workdir), address=f"127.0.0.1:{runtime.port}",
+            ctx, session, agent, config, workdir=str(workdir), address=f"127.0.0.1:{runtime.port}",
             token=token, status=status, resuming=False,
         )  # fmt: skip
-        await ctx.model_for(await agent_config(ctx, "ns", agent)).aclose()
+        await ctx.model_for(config).aclose()
         asked = [bool(r.body.get("return_token_ids")) for r in server.chat_requests]
     assert result.stop_reason is StopReason.SUBMITTED, result.error
     assert asked == [record, record]

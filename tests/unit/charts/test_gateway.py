@@ -203,6 +203,24 @@ def test_quotas_reach_the_gateways_settings(helm: Helm) -> None:
     assert json.loads(settings["SANDFLEET_GATEWAY_QUOTAS"]) == {"team-a": 25, "team-b": 0}
 
 
+def test_the_quota_ledger_is_leases_of_the_release_namespace_only(helm: Helm) -> None:
+    rendered = helm.template(values={"operator": {"watchNamespaces": ["team-a"]}})
+    assert _settings(rendered)["SANDFLEET_GATEWAY_QUOTA_LEDGER_NAMESPACE"] == "sandfleet-system"
+    role = only(rendered, "Role", f"{GATEWAY}-quota-ledger")
+    assert role["metadata"]["namespace"] == "sandfleet-system"
+    assert _flat_rules(role) == [
+        ("coordination.k8s.io", "leases", verb) for verb in ("get", "create", "update")
+    ]
+    binding = only(rendered, "RoleBinding", f"{GATEWAY}-quota-ledger")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": GATEWAY, "namespace": "sandfleet-system"}
+    ]
+    # No lease rights anywhere else (tenants' namespaces included).
+    others = [r for r in find(rendered, "Role") if r is not role] + find(rendered, "ClusterRole")
+    assert not any(resource == "leases" for r in others for _, resource, _ in _flat_rules(r))
+
+
 def test_tls_mounts_the_certificate_secret_and_names_its_files(helm: Helm) -> None:
     assert "SANDFLEET_GATEWAY_TLS_CERT_FILE" not in _settings(helm.template())
     values = {"gateway": {"tls": {"enabled": True, "secretName": "gateway-cert"}}}

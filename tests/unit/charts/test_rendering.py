@@ -250,6 +250,14 @@ def test_the_model_endpoint_key_is_mounted_from_an_existing_secret_not_put_in_en
     assert [s["metadata"]["name"] for s in find(rendered, "Secret")] == ["sandfleet-session-key"]
 
 
+def test_model_endpoints_are_allowed_only_by_the_admin_and_none_by_default(helm: Helm) -> None:
+    allowed = ["https://api.openai.com/v1", "http://*.models.svc:8000"]
+    settings = _settings(helm.template(values={"model": {"allowedEndpoints": allowed}}))
+    assert json.loads(settings["SANDFLEET_OPERATOR_MODEL_ENDPOINTS_ALLOWED"]) == allowed
+    default = _settings(helm.template())
+    assert json.loads(default["SANDFLEET_OPERATOR_MODEL_ENDPOINTS_ALLOWED"]) == []
+
+
 def test_the_service_monitor_scrapes_the_http_port(helm: Helm) -> None:
     rendered = helm.template(values={"operator": {"serviceMonitor": {"enabled": True}}})
     monitor = only(rendered, "ServiceMonitor", OPERATOR)

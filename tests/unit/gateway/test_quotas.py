@@ -1,4 +1,6 @@
-"""Quotas: limits and their sources, reservations around a claim, the refusal's message."""
+"""Quotas: limits and their sources, reservations around a claim, the refusal's message.
+(The quota ledger shared by replicas is tested against the real API server:
+tests/cluster/gateway/test_attack_quota_race.py.)"""
 
 from __future__ import annotations
 
@@ -9,9 +11,14 @@ import pytest
 from sandfleet.gateway.quotas import QuotaExceeded, Quotas
 
 
-def quotas(default: int = 3, **overrides: int) -> tuple[Quotas, collections.Counter[str]]:
+def quotas(
+    default: int = 3, known: set[str] | None = None, **overrides: int
+) -> tuple[Quotas, collections.Counter[str]]:
     sessions: collections.Counter[str] = collections.Counter()
-    return Quotas(default, overrides, lambda ns: sessions[ns]), sessions
+    seen = known if known is not None else set()
+    return Quotas(
+        default, overrides, lambda ns: sessions[ns], known=lambda ns, name: name in seen
+    ), sessions
 
 
 def test_limits_and_their_sources() -> None:
@@ -20,31 +27,45 @@ def test_limits_and_their_sources() -> None:
     assert q.limit("team_b") == (7, "the gateway's quota for team_b (quotas)")
 
 
-def test_a_reservation_counts_until_its_block_ends() -> None:
+async def test_a_reservation_counts_until_its_block_ends() -> None:
     q, sessions = quotas(3)
     sessions["team-a"] = 1
-    with q.reserve("team-a", 2):
+    async with q.reserve("team-a", ["a", "b"]):
         assert q.in_use("team-a") == 3
-        with pytest.raises(QuotaExceeded) as refused, q.reserve("team-a", 1):
-            pass
+        with pytest.raises(QuotaExceeded) as refused:
+            async with q.reserve("team-a", ["c"]):
+                pass
     assert str(refused.value) == (
         "namespace team-a has 3 of its 3 sessions and asks for another (the gateway's default "
         "quota (quota_default)); release some or raise the limit"
     )
     assert q.in_use("team-a") == 1
-    with q.reserve("team-a", 2):
+    async with q.reserve("team-a", ["d", "e"]):
         pass
 
 
-def test_a_failed_claim_gives_its_reservation_back() -> None:
+async def test_a_failed_claim_gives_its_reservation_back() -> None:
     q, _ = quotas(2)
-    with pytest.raises(RuntimeError), q.reserve("team-a", 2):
-        raise RuntimeError("claim failed")
+    with pytest.raises(RuntimeError):
+        async with q.reserve("team-a", ["a", "b"]):
+            raise RuntimeError("claim failed")
     assert q.in_use("team-a") == 0
 
 
-def test_zero_means_unlimited() -> None:
+async def test_sessions_the_index_shows_are_not_counted_twice() -> None:
+    # An idempotent claim's retry: its first attempt's sessions exist (and count) already.
+    known = {"a"}
+    q, sessions = quotas(2, known=known)
+    sessions["team-a"] = 1
+    async with q.reserve("team-a", ["a", "b"]):
+        assert q.in_use("team-a") == 2
+        known.add("b")
+        sessions["team-a"] = 2  # the watch shows b now: still 2, not 3
+        assert q.in_use("team-a") == 2
+
+
+async def test_zero_means_unlimited() -> None:
     q, sessions = quotas(0)
     sessions["team-a"] = 10_000
-    with q.reserve("team-a", 100):
-        assert q.in_use("team-a") == 10_100
+    async with q.reserve("team-a", [f"s{i}" for i in range(100)]):
+        assert q.in_use("team-a") == 10_000

@@ -18,7 +18,7 @@ from sandfleet.operator.trajectory_store import DirectoryTrajectoryStore
 def context(tmp_path: Path) -> OperatorContext:
     # No Kubernetes API is reached: the spec names its endpoint and no key Secret.
     return OperatorContext(
-        settings=OperatorSettings(),
+        settings=OperatorSettings(model_endpoints_allowed=["http://vllm:8000/v1"]),
         kube=None,  # type: ignore[arg-type]
         pods=PodIndex(),
         metrics=OperatorMetrics(),

@@ -333,7 +333,7 @@ def test_cluster_role_grants_exactly_the_calls_the_operator_makes() -> None:
 
 
 def test_the_binding_gives_the_role_to_the_operators_service_account() -> None:
-    namespace, account, _gateway = documents(MANIFESTS / "rbac" / "service-account.yaml")
+    namespace, account, _gateway, *_ledger = documents(MANIFESTS / "rbac" / "service-account.yaml")
     (binding,) = documents(MANIFESTS / "rbac" / "cluster-role-binding.yaml")
     (role,) = documents(MANIFESTS / "rbac" / "cluster-role.yaml")
     assert namespace["kind"] == "Namespace" and account["kind"] == "ServiceAccount"
@@ -356,8 +356,21 @@ def test_gateway_cluster_role_grants_exactly_the_calls_the_gateway_makes() -> No
     assert set(granted) == GATEWAY_CALLS
 
 
+def test_the_quota_ledger_role_grants_leases_of_the_gateways_namespace_only() -> None:
+    *_identities, role, binding = documents(MANIFESTS / "rbac" / "service-account.yaml")
+    assert (role["kind"], role["metadata"]["namespace"]) == ("Role", "sandfleet-system")
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+         "verbs": ["get", "create", "update"]},
+    ]  # fmt: skip
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "sandfleet-gateway", "namespace": "sandfleet-system"}
+    ]
+
+
 def test_the_gateway_binding_gives_its_role_to_the_gateways_service_account() -> None:
-    namespace, _operator, account = documents(MANIFESTS / "rbac" / "service-account.yaml")
+    namespace, _operator, account, *_ledger = documents(MANIFESTS / "rbac" / "service-account.yaml")
     (binding,) = documents(MANIFESTS / "rbac" / "gateway-cluster-role-binding.yaml")
     (role,) = documents(MANIFESTS / "rbac" / "gateway-cluster-role.yaml")
     assert account["kind"] == "ServiceAccount"

@@ -29,11 +29,13 @@ order (a unit test renders this chart and compares). Called with a dict:
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch, create, patch, delete]
-# Runtime token Secrets; get also reads apiKeySecretRef and files[].secretKeyRef.
+# Runtime token Secrets; get also reads apiKeySecretRef and files[].secretKeyRef, used only
+# when labelled sandfleet.dev/model-credentials / session-files=true (RBAC cannot select by
+# label: the operator checks it on the object it read).
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, list, create, delete]
-# files[].configMapKeyRef: read at bind time.
+# files[].configMapKeyRef: read at bind time, used only when labelled session-files=true.
 - apiGroups: [""]
   resources: [configmaps]
   verbs: [get]
