@@ -115,7 +115,7 @@ async def test_a_second_run_reads_neither_another_runs_files_nor_the_hosts_data(
 
     victim_script = [
         Reply(tool_calls=[bash(f"echo {SECRET}-output > output/secret.txt")]),
-        Reply(tool_calls=[submit()]),
+        Reply(text="done", tool_calls=[submit()]),
     ]
     async with ScriptedOpenAIServer(victim_script) as server:
         victim = await run_cli(
@@ -135,7 +135,7 @@ async def test_a_second_run_reads_neither_another_runs_files_nor_the_hosts_data(
     steal = "; ".join(f"cat {shlex.quote(t)} 2>&1" for t in targets)
     steal += f"; ls -la {shlex.quote(str(results))} 2>&1; ls /srv /opt /mnt /var 2>&1"
     steal += f"; sandfleet-hello 2>&1; id; cat {shlex.quote(str(shared / 'given.txt'))}"
-    attacker_script = [Reply(tool_calls=[bash(steal)]), Reply(tool_calls=[submit()])]
+    attacker_script = [Reply(tool_calls=[bash(steal)]), Reply(text="done", tool_calls=[submit()])]
     async with ScriptedOpenAIServer(attacker_script) as server:
         attacker = await run_cli(
             "run", "attacker", "--id", "attacker", *flags(server, results, state),
@@ -200,7 +200,7 @@ async def test_a_model_under_eval_cannot_read_the_benchmark_answer_key(
         f"grep -rhoa 'SECRET-[0-9a-f]*' {shlex.quote(str(bench))} 2>&1 | head -1 > answer.txt;"
         f" cat {shlex.quote(str(bench / 'expected.txt'))} 2>&1; cat answer.txt"
     )
-    scripts = {"[p1]": [Reply(tool_calls=[bash(cheat)]), Reply(tool_calls=[submit()])]}
+    scripts = {"[p1]": [Reply(tool_calls=[bash(cheat)]), Reply(text="done", tool_calls=[submit()])]}
     env = cli_environment(out / "home")
     async with ScriptedOpenAIServer(responder=TaskScripts(scripts)) as server:
         result = await run_cli(
