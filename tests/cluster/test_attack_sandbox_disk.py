@@ -1,8 +1,8 @@
 """Issue 26, item 9, as the attack on the real node: a tenant fills the disk from inside its
 sandbox, by upload and by a shell. A sandbox pod built as the operator builds it carries the
-platform's upload cap (the runtime in the pod refuses a larger upload with the message) and
-its ephemeral-storage limit: the kubelet evicts the pod that writes past it, and the
-operator's reading of that pod is a lost sandbox whose message says why.
+platform's upload cap (the runtime in the pod refuses a larger upload with the message and
+keeps nothing) and its ephemeral-storage limit: the kubelet evicts the pod that writes past
+it (its Event says so), and the operator reads the ended pod as a lost sandbox.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from sandfleet.api import Reason
 from sandfleet.client import RuntimeClient
 from sandfleet.errors import ToolError
 from sandfleet.operator.naming import token_secret_name
-from sandfleet.operator.pod_watch import PodProblem, pod_problem
+from sandfleet.operator.pod_watch import pod_problem
 from sandfleet.operator.resources import (
     ObjectRef,
     PlatformDefaults,
@@ -35,14 +35,29 @@ UPLOAD_CAP = 2 * _MIB
 DISK_LIMIT = "16Mi"
 
 
-async def _evicted(kube: KubeApi, path: str, timeout_s: float) -> JsonObject:
-    """The pod once it has failed; the kubelet checks ephemeral storage every ~10 s."""
-    response = await kube.wait_for(
-        path,
-        lambda r: r.status == 200 and (r.body.get("status") or {}).get("phase") == "Failed",
-        timeout_s,
-    )
+async def _ended(kube: KubeApi, path: str, timeout_s: float) -> JsonObject:
+    """The pod once it has ended; the kubelet checks ephemeral storage every ~10 s."""
+
+    def ended(body: JsonObject) -> bool:
+        return (body.get("status") or {}).get("phase") in ("Failed", "Succeeded")
+
+    try:
+        response = await kube.wait_for(path, lambda r: r.status == 200 and ended(r.body), timeout_s)
+    except TimeoutError:
+        last = await kube.checked("GET", path)
+        raise AssertionError(f"not evicted: {last.get('status')}") from None
     return response.body
+
+
+async def _eviction_event(kube: KubeApi, namespace: str, pod: str) -> JsonObject:
+    path = f"/api/v1/namespaces/{namespace}/events?fieldSelector=involvedObject.name%3D{pod}"
+
+    def evicted(body: JsonObject) -> list[JsonObject]:
+        return [e for e in body.get("items", []) if e.get("reason") == "Evicted"]
+
+    response = await kube.wait_for(path, lambda r: r.status == 200 and bool(evicted(r.body)), 30)
+    (event,) = evicted(response.body)
+    return event
 
 
 async def test_a_sandbox_that_fills_its_disk_is_evicted_and_reported_lost(
@@ -87,20 +102,26 @@ async def test_a_sandbox_that_fills_its_disk_is_evicted_and_reported_lost(
     finally:
         await client.close()
     path = f"/api/v1/namespaces/{namespace}/pods/session-1"
-    ended = await _evicted(kube, path, 120)
+    ended = await _ended(kube, path, 120)
     evicted_after = time.monotonic() - started
+    event = await _eviction_event(kube, namespace, "session-1")
 
     assert refused.value.code == "RESOURCE_EXHAUSTED"
     assert f"exceeds the limit of {UPLOAD_CAP} bytes (2 MiB)" in str(refused.value)
-    assert listing.stdout.split() == [".", ".."]  # no partial upload left
-    status = ended["status"]
-    assert status["reason"] == "Evicted", status
-    assert "ephemeral local storage" in status["message"], status
+    # No upload left, complete or partial (the shell's own scratch directory aside).
+    assert not [n for n in listing.stdout.split() if "upload.bin" in n], listing.stdout
+    # The kubelet ended the pod for its disk use ...
+    assert "ephemeral local storage" in event["message"], event
+    assert DISK_LIMIT in event["message"], event
+    # ... and the operator reads the ended pod as a lost sandbox: the session ends Failed
+    # (SandboxLost). This kubelet (v1.37) leaves the pod Succeeded without reason "Evicted"
+    # when the runtime exits 0 on SIGTERM, so the kubelet's reason is only in the Event;
+    # where the pod carries it, pod_problem passes it on (tests/unit/operator/test_pod_watch.py).
     problem = pod_problem(ended)
-    assert problem == PodProblem(
-        Reason.SANDBOX_LOST,
-        f"pod session-1 ended: Evicted: {status['message'].strip()}",
-        final=True,
-    )
-    assert DISK_LIMIT in problem.message
-    print(f"evicted {evicted_after:.1f} s after the write")
+    assert problem is not None and problem.final, ended["status"]
+    assert problem.reason == Reason.SANDBOX_LOST
+    assert problem.message.startswith("pod session-1 ended: ")
+    status = ended["status"]
+    if status.get("reason") == "Evicted":
+        assert problem.message == f"pod session-1 ended: Evicted: {status['message'].strip()}"
+    print(f"evicted {evicted_after:.1f} s after the write; {problem.message}")
