@@ -11,8 +11,10 @@ from pathlib import Path
 
 from .settings import (
     DEFAULT_MAX_OUTPUT_CHARS,
+    DEFAULT_MAX_UPLOAD_BYTES,
     DEFAULT_RESET_BASELINE_MAX_BYTES,
     DEFAULT_TIMEOUT_S,
+    MAX_UPLOAD_BYTES_ENV,
     RuntimeSettings,
 )
 from .token_source import (
@@ -59,8 +61,37 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULT_RESET_BASELINE_MAX_BYTES,
         help="working-tree bytes kept in memory for Reset (larger trees: no Reset; 0: never)",
     )
+    add(
+        "--max-upload-bytes",
+        type=_positive_int,
+        help=f"largest file one upload may write (default: ${MAX_UPLOAD_BYTES_ENV}, else "
+        f"{DEFAULT_MAX_UPLOAD_BYTES})",
+    )
     add("--log-level", default="INFO")
     return parser
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+def _max_upload_bytes(flag: int | None, environ: Mapping[str, str]) -> int:
+    """The flag, else the environment (what the operator sets on a sandbox pod), else the
+    default; a malformed variable stops the agent with a message rather than lifting the cap."""
+    if flag is not None:
+        return flag
+    text = environ.get(MAX_UPLOAD_BYTES_ENV, "").strip()
+    if not text:
+        return DEFAULT_MAX_UPLOAD_BYTES
+    try:
+        return _positive_int(text)
+    except ValueError:
+        raise SystemExit(
+            f"sandfleet-runtime: {MAX_UPLOAD_BYTES_ENV}={text!r} is not a positive number of bytes"
+        ) from None
 
 
 def settings_from(
@@ -102,6 +133,7 @@ def settings_from(
         max_memory_bytes=args.max_memory,
         exit_with_parent=args.exit_with_parent,
         reset_baseline_max_bytes=args.reset_baseline_max_bytes,
+        max_upload_bytes=_max_upload_bytes(args.max_upload_bytes, environ),
         owns_process=True,
         log_level=args.log_level,
     )

@@ -25,6 +25,7 @@ from sandfleet_runtime.errors import (
     NotFoundError,
     ResourceExhaustedError,
 )
+from sandfleet_runtime.settings import DEFAULT_MAX_UPLOAD_BYTES
 
 DEFAULT_CHUNK_SIZE = 64 * 1024
 """Download chunk size when the request leaves it at 0."""
@@ -209,9 +210,12 @@ async def write_file(
     mode: int,
     make_parents: bool,
     overwrite: bool,
-    max_bytes: int | None = None,
+    max_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
 ) -> UploadResult:
     """Streams `chunks` into `path`; the file appears complete or not at all.
+
+    A stream that passes `max_bytes` is refused (ResourceExhaustedError) at the chunk that
+    passes it: nothing more is read, and the temporary file is removed.
 
     `mode` is taken as permission bits (file-type bits are ignored; 0 means 0o644).
     """
@@ -222,10 +226,8 @@ async def write_file(
     upload = _Upload(path)
     try:
         async for chunk in chunks:
-            if max_bytes is not None and upload.size + len(chunk) > max_bytes:
-                raise ResourceExhaustedError(
-                    f"The upload to {path} exceeds the limit of {max_bytes} bytes."
-                )
+            if upload.size + len(chunk) > max_bytes:
+                raise ResourceExhaustedError(upload_limit_message(path, max_bytes))
             await upload.add(chunk)
         await upload.flush()
         upload.publish(stat.S_IMODE(mode) or DEFAULT_FILE_MODE, overwrite=overwrite)
@@ -236,6 +238,15 @@ async def write_file(
         upload.discard()
         raise
     return UploadResult(path=path, size=upload.size, sha256=upload.digest.hexdigest())
+
+
+def upload_limit_message(path: str, max_bytes: int) -> str:
+    """What a caller reads when an upload passes the runtime's limit: the limit and its knob."""
+    return (
+        f"The upload to {path} exceeds the limit of {max_bytes} bytes "
+        f"({max_bytes / 2**20:.4g} MiB) per uploaded file; nothing was written. The sandbox's "
+        "platform sets it (SANDFLEET_RUNTIME_MAX_UPLOAD_BYTES)."
+    )
 
 
 def _write_error(path: str, error: OSError) -> FailedPreconditionError | ResourceExhaustedError:

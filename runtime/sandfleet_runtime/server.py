@@ -135,7 +135,13 @@ def build_server(settings: RuntimeSettings) -> RuntimeServer:
         owns_process=settings.owns_process,
     )
     file_service_pb2_grpc.add_FileServiceServicer_to_server(
-        FileServicer(activity, workdir=settings.workdir.resolve(), resetter=resetter), server
+        FileServicer(
+            activity,
+            workdir=settings.workdir.resolve(),
+            resetter=resetter,
+            max_upload_bytes=settings.max_upload_bytes,
+        ),
+        server,
     )
     cgroup_memory = None
     if limits is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -45,10 +46,12 @@ from .editor.file_editor import FileEditor
 from .errors import (
     FailedPreconditionError,
     InvalidArgumentError,
+    ResourceExhaustedError,
     RuntimeToolError,
     tool_error_from,
 )
 from .reset import Resetter
+from .settings import DEFAULT_MAX_UPLOAD_BYTES
 from .stats import ActivityClock, collect_stats
 from .streaming import ChunkStream
 
@@ -99,6 +102,30 @@ async def _call(context: Context, work: Callable[[], Awaitable[T]]) -> T:
         return await work()
     except (RuntimeToolError, ValueError, OSError) as exc:
         await _abort(context, _domain_error(exc))
+
+
+REFUSED_UPLOAD_DRAIN_BYTES = 256 * 1024 * 1024
+REFUSED_UPLOAD_DRAIN_S = 10.0
+
+
+async def _drain(messages: AsyncIterator[file_pb.UploadFileRequest]) -> None:
+    """Read and drop what a refused upload's caller still sends, up to a bound.
+
+    The refusal is already decided and the partial file removed; this only lets the caller
+    finish writing, so that it receives our status. gRPC's client reports a stream the server
+    ends under its writes as INTERNAL "Internal error from Core" about one time in four,
+    which would hide the message naming the limit. A caller that sends more than the bound,
+    or for longer, is cut off all the same.
+    """
+    dropped = 0
+    # Whatever ends the caller's stream (a timeout, a cancellation on its side), the
+    # refusal stands: it is raised by our caller.
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(REFUSED_UPLOAD_DRAIN_S):
+            async for message in messages:
+                dropped += len(message.chunk)
+                if dropped > REFUSED_UPLOAD_DRAIN_BYTES:
+                    return
 
 
 def command_response(result: CommandResult) -> bash_pb.RunCommandResponse:
@@ -274,7 +301,7 @@ class FileServicer(file_grpc.FileServiceServicer):
         *,
         workdir: Path | None = None,
         resetter: Resetter | None = None,
-        max_upload_bytes: int | None = None,
+        max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
     ) -> None:
         """`workdir` and `resetter` serve SnapshotTree/RestoreTree (FAILED_PRECONDITION
         without them, e.g. in a file-transfer-only server)."""
@@ -298,17 +325,21 @@ class FileServicer(file_grpc.FileServiceServicer):
                     raise InvalidArgumentError("only the first message may be a header")
                 yield message.chunk
 
-        result = await _call(
-            context,
-            lambda: files.write_file(
-                header.path,
-                chunks(),
-                mode=header.mode,
-                make_parents=header.make_parents,
-                overwrite=header.overwrite,
-                max_bytes=self._max_upload_bytes,
-            ),
-        )
+        async def write() -> files.UploadResult:
+            try:
+                return await files.write_file(
+                    header.path,
+                    chunks(),
+                    mode=header.mode,
+                    make_parents=header.make_parents,
+                    overwrite=header.overwrite,
+                    max_bytes=self._max_upload_bytes,
+                )
+            except ResourceExhaustedError:
+                await _drain(request_iterator)
+                raise
+
+        result = await _call(context, write)
         self._activity.touch()
         return file_pb.UploadFileResponse(path=result.path, size=result.size, sha256=result.sha256)
 

@@ -11,6 +11,10 @@ DEFAULT_MAX_OUTPUT_CHARS = 10_000
 """Characters kept per output stream (the seed project's clip length)."""
 DEFAULT_RESET_BASELINE_MAX_BYTES = 64 * 1024 * 1024
 """Working-tree file content Reset keeps in memory (an image's workdir is usually small)."""
+DEFAULT_MAX_UPLOAD_BYTES = 128 * 1024 * 1024
+"""Largest file one UploadFile may write (128 MiB): a caller cannot fill the sandbox's disk,
+or the node's, with one stream. SANDFLEET_RUNTIME_MAX_UPLOAD_BYTES or --max-upload-bytes."""
+MAX_UPLOAD_BYTES_ENV = "SANDFLEET_RUNTIME_MAX_UPLOAD_BYTES"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -41,6 +45,9 @@ class RuntimeSettings:
     """Memory limit for everything the sessions start (cgroup where writable)."""
     max_edit_file_bytes: int = 64 * 1024 * 1024
     """Largest file the editor will load."""
+    max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
+    """Largest file one UploadFile may write; the stream is refused (RESOURCE_EXHAUSTED) as
+    soon as it passes this, and nothing of it stays behind."""
     reset_baseline_max_bytes: int = DEFAULT_RESET_BASELINE_MAX_BYTES
     """File content of the working tree kept in memory for Reset; a larger tree (or 0)
     leaves Reset unavailable (FAILED_PRECONDITION), nothing else."""

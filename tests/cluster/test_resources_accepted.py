@@ -242,7 +242,7 @@ _TOKEN_HUNT = (
     " for p in /proc/[0-9]*; do cat $p/environ $p/cmdline; echo; done 2>/dev/null"
     " | tr '\\0' '\\n' > /tmp/scan.txt; echo scan=$(grep -c PATH= /tmp/scan.txt);"
     " echo proc=$(grep -c -F -f /tmp/hunt-pattern/tokens /tmp/scan.txt);"
-    " echo env=$(env | grep -c SANDFLEET_RUNTIME);"
+    " echo env=$(env | grep -c SANDFLEET_RUNTIME_TOKEN);"
     " echo files=$(grep -rlsF -f /tmp/hunt-pattern/tokens --exclude-dir=hunt-pattern"
     " --exclude=scan.txt /run /var /etc /tmp /testbed /home /root /mnt /srv | wc -l)"
 )

@@ -35,9 +35,7 @@ def test_every_test_the_security_doc_names_exists() -> None:
 
 def test_every_attack_test_is_named_in_the_security_doc() -> None:
     named = _named_paths(DOC.read_text())
-    attacks = {
-        str(path.relative_to(ROOT)) for path in (ROOT / "tests").rglob("test_attack_*.py")
-    }
+    attacks = {str(path.relative_to(ROOT)) for path in (ROOT / "tests").rglob("test_attack_*.py")}
     unnamed = sorted(attacks - named)
     assert not unnamed, f"attack tests docs/security.md does not name: {unnamed}"
 

@@ -40,7 +40,13 @@ def platform_defaults(settings: OperatorSettings) -> PlatformDefaults:
         cpu_request=settings.default_cpu_request,
         memory_request=settings.default_memory_request,
         memory_limit=settings.default_memory_limit,
+        ephemeral_storage_request=settings.default_ephemeral_storage_request,
+        ephemeral_storage_limit=settings.default_ephemeral_storage_limit,
+        max_upload_bytes=settings.max_upload_bytes,
         dns_policy=settings.dns_policy,
+        dns_namespace=settings.dns_namespace,
+        dns_pod_labels=dict(settings.dns_pod_labels),
+        dns_cidrs=tuple(str(cidr) for cidr in settings.dns_cidrs),
         scheduler_name=settings.default_scheduler_name,
     )
 

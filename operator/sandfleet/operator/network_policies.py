@@ -1,7 +1,8 @@
 """Pure builders of sandbox NetworkPolicies: ingress from the operator and gateway, egress by mode.
 
 A sandbox runs whatever a model writes, so by default it reaches nothing (egress None);
-`Internet` opens public addresses but never the cluster, the node network or cloud metadata.
+`Internet` opens public addresses but never the cluster, the node network or cloud metadata,
+and port 53 only towards the cluster's resolver.
 A pool's policy covers all its pods, idle and claimed; a session's policy only adds to it
 (NetworkPolicies are additive), so a claim never switches policies under a live channel.
 """
@@ -36,7 +37,28 @@ def _from_control_plane(defaults: PlatformDefaults) -> list[dict[str, Any]]:
     ]
 
 
-def egress_rules(egress: EgressMode) -> list[dict[str, Any]]:
+_DNS_PORTS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
+
+
+def _to_resolver(defaults: PlatformDefaults) -> dict[str, Any]:
+    """Port 53 to the cluster's resolver and nowhere else (not any private address: a
+    listener on port 53 of the node or of another pod would be reachable).
+
+    The resolver is named by its pods, not its Service's ClusterIP: policy engines see a
+    connection after kube-proxy's DNAT, so the destination is a resolver pod's address.
+    """
+    namespace = {"matchLabels": {"kubernetes.io/metadata.name": defaults.dns_namespace}}
+    peers: list[dict[str, Any]] = [
+        {
+            "namespaceSelector": namespace,
+            "podSelector": {"matchLabels": dict(defaults.dns_pod_labels)},
+        }
+    ]
+    peers += [{"ipBlock": {"cidr": cidr}} for cidr in defaults.dns_cidrs]
+    return {"to": peers, "ports": [dict(port) for port in _DNS_PORTS]}
+
+
+def egress_rules(egress: EgressMode, defaults: PlatformDefaults) -> list[dict[str, Any]]:
     """NetworkPolicy egress rules for a mode: [] denies all, [{}] allows all."""
     if egress is EgressMode.NONE:
         return []
@@ -49,9 +71,8 @@ def egress_rules(egress: EgressMode) -> list[dict[str, Any]]:
                 {"ipBlock": {"cidr": "::/0", "except": list(PRIVATE_IPV6_RANGES)}},
             ]
         },
-        # Names must resolve, and the resolver (cluster DNS or the node's) sits at a private
-        # address: port 53 is open to any destination.
-        {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+        # Names must resolve, and the resolver sits at a private address.
+        _to_resolver(defaults),
     ]
 
 
@@ -89,7 +110,7 @@ def session_network_policy(
         session,
         name=network_policy_name(session.name),
         selector=session_label,
-        egress=egress_rules(egress),
+        egress=egress_rules(egress, defaults),
         defaults=defaults,
         labels=session_label,
     )
@@ -108,7 +129,7 @@ def pool_network_policy(pool: ObjectRef, defaults: PlatformDefaults) -> dict[str
         pool,
         name=pool_network_policy_name(pool.name),
         selector=pool_label,
-        egress=egress_rules(EgressMode.NONE),
+        egress=egress_rules(EgressMode.NONE, defaults),
         defaults=defaults,
         labels=pool_label,
     )

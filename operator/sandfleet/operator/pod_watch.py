@@ -48,7 +48,12 @@ def pod_problem(pod: Pod) -> PodProblem | None:
     if pod["metadata"].get("deletionTimestamp"):
         return PodProblem(Reason.SANDBOX_LOST, f"pod {name} is being deleted", final=True)
     if status.get("phase") in {"Failed", "Succeeded"}:
-        detail = status.get("reason") or status.get("message") or "its runtime exited"
+        # Both when both are there: an eviction's reason is "Evicted", its message says why
+        # (e.g. "Pod ephemeral local storage usage exceeds the total limit of containers 1Gi.").
+        # Neither: the kubelet may still have ended it (an eviction for disk use leaves the pod
+        # Succeeded when the runtime exits 0 on SIGTERM), and then only its Events say so.
+        said = [status[key].strip() for key in ("reason", "message") if status.get(key)]
+        detail = ": ".join(said) or f"its runtime exited (`kubectl describe pod {name}` shows why)"
         return PodProblem(Reason.SANDBOX_LOST, f"pod {name} ended: {detail}", final=True)
     for container in status.get("containerStatuses") or []:
         waiting = (container.get("state") or {}).get("waiting") or {}

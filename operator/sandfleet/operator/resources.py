@@ -37,6 +37,8 @@ from sandfleet.operator.naming import (
 )
 
 TOKEN_ENV: Final = "SANDFLEET_RUNTIME_TOKEN"
+MAX_UPLOAD_BYTES_ENV: Final = "SANDFLEET_RUNTIME_MAX_UPLOAD_BYTES"
+"""The runtime's cap on one uploaded file (sandfleet_runtime.settings reads it)."""
 SANDBOX_UID: Final = 1000
 """The unprivileged user (and group) the sandbox image creates and runs as."""
 
@@ -99,7 +101,23 @@ class PlatformDefaults:
     memory_limit: str = "512Mi"
     cpu_limit: str | None = None
     """None: no CPU limit by default (a limit throttles even on an idle node)."""
+    ephemeral_storage_request: str = "64Mi"
+    ephemeral_storage_limit: str = "1Gi"
+    """Disk a sandbox may fill (its writable layer, logs, emptyDirs): past it the kubelet
+    evicts the pod and the session ends SandboxLost. Always the platform's: a template's
+    resources cannot lift it (the CRDs have no ephemeral-storage field)."""
+    max_upload_bytes: int = 128 * 1024 * 1024
+    """The runtime's cap on one uploaded file (SANDFLEET_RUNTIME_MAX_UPLOAD_BYTES)."""
     dns_policy: str = "ClusterFirst"
+    dns_namespace: str = "kube-system"
+    dns_pod_labels: Mapping[str, str] = dataclasses.field(
+        default_factory=lambda: {"k8s-app": "kube-dns"}
+    )
+    """The cluster resolver's pods (CoreDNS and kube-dns both carry k8s-app=kube-dns): the
+    only destination of egress Internet's DNS (port 53)."""
+    dns_cidrs: tuple[str, ...] = ()
+    """Further resolvers Internet's port 53 may reach, as CIDRs: NodeLocal DNSCache's
+    169.254.20.10/32, or the node's resolver under dnsPolicy Default."""
     scheduler_name: str | None = None
     """None: the cluster's default scheduler (a template's schedulerName wins)."""
     termination_grace_period_s: int = 5
@@ -111,6 +129,9 @@ class PlatformDefaults:
             raise ValueError("operator_pod_labels must name the operator's pods")
         if not self.gateway_pod_labels:
             raise ValueError("gateway_pod_labels must name the gateway's pods")
+        # An empty podSelector would open port 53 to every pod of the resolver's namespace.
+        if not self.dns_pod_labels:
+            raise ValueError("dns_pod_labels must name the cluster resolver's pods")
 
     def default_resources(self) -> dict[str, dict[str, str]]:
         limits = {"memory": self.memory_limit}
@@ -119,6 +140,22 @@ class PlatformDefaults:
         return {
             "requests": {"cpu": self.cpu_request, "memory": self.memory_request},
             "limits": limits,
+        }
+
+    def with_ephemeral_storage(
+        self, resources: Mapping[str, Mapping[str, str]]
+    ) -> dict[str, dict[str, str]]:
+        """`resources` with the platform's ephemeral-storage request and limit added (an
+        explicit request: left out, Kubernetes would request the whole limit per pod)."""
+        return {
+            "requests": {
+                **resources.get("requests", {}),
+                "ephemeral-storage": self.ephemeral_storage_request,
+            },
+            "limits": {
+                **resources.get("limits", {}),
+                "ephemeral-storage": self.ephemeral_storage_limit,
+            },
         }
 
 
@@ -136,6 +173,8 @@ class ResolvedPod:
     node_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
     workdir: str = DEFAULT_WORKDIR
+    max_upload_bytes: int | None = None
+    """SANDFLEET_RUNTIME_MAX_UPLOAD_BYTES of the runtime; None: the runtime's default."""
 
 
 def resolve_pod_template(template: PodTemplate | None, defaults: PlatformDefaults) -> ResolvedPod:
@@ -143,7 +182,7 @@ def resolve_pod_template(template: PodTemplate | None, defaults: PlatformDefault
 
     Resources given in a template replace the defaults as a whole, never field by field:
     a mix could pair a template's 1Gi request with the default 512Mi limit, which the API
-    server refuses.
+    server refuses. Ephemeral storage and the upload cap are the platform's in every case.
     """
     template = template or PodTemplate()
     if template.resources is None:
@@ -156,7 +195,8 @@ def resolve_pod_template(template: PodTemplate | None, defaults: PlatformDefault
     return ResolvedPod(
         image=template.image or defaults.image,
         image_pull_policy=template.image_pull_policy or defaults.image_pull_policy,
-        resources=resources,
+        resources=defaults.with_ephemeral_storage(resources),
+        max_upload_bytes=defaults.max_upload_bytes,
         env=tuple((e.name, e.value) for e in template.env),
         runtime_class_name=template.runtime_class_name,
         scheduler_name=template.scheduler_name or defaults.scheduler_name,
@@ -182,6 +222,7 @@ def template_hash(pod: ResolvedPod) -> str:
             "nodeSelector": pod.node_selector,
             "tolerations": pod.tolerations,
             "workdir": pod.workdir,
+            **({"maxUploadBytes": pod.max_upload_bytes} if pod.max_upload_bytes else {}),
             # Only when set, so the hashes of existing pools' pods stay what they were.
             **({"schedulerName": pod.scheduler_name} if pod.scheduler_name else {}),
         },
@@ -218,8 +259,15 @@ def _runtime_container(pod: ResolvedPod, token_secret: str) -> dict[str, Any]:
             "valueFrom": {"secretKeyRef": {"name": token_secret, "key": TOKEN_SECRET_KEY}},
         }
     ]
-    # A template cannot swap the token (SANDFLEET_RUNTIME_TOKEN_FILE would override it).
-    env += [{"name": n, "value": v} for n, v in pod.env if not n.startswith(TOKEN_ENV)]
+    # A template cannot swap the token (SANDFLEET_RUNTIME_TOKEN_FILE would override it), nor
+    # lift the platform's upload cap.
+    env += [
+        {"name": n, "value": v}
+        for n, v in pod.env
+        if not n.startswith(TOKEN_ENV) and n != MAX_UPLOAD_BYTES_ENV
+    ]
+    if pod.max_upload_bytes is not None:
+        env.append({"name": MAX_UPLOAD_BYTES_ENV, "value": str(pod.max_upload_bytes)})
     container: dict[str, Any] = {
         "name": RUNTIME_CONTAINER,
         "image": pod.image,

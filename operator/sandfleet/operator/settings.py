@@ -9,9 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, IPvAnyNetwork, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sandfleet.api.common import QUANTITY_PATTERN
 from sandfleet.operator.model_endpoints import EndpointRule
 from sandfleet.version import __version__
 
@@ -40,7 +41,21 @@ class OperatorSettings(BaseSettings):
     default_cpu_request: str = "10m"
     default_memory_request: str = "64Mi"
     default_memory_limit: str = "512Mi"
+    default_ephemeral_storage_request: str = Field(default="64Mi", pattern=QUANTITY_PATTERN)
+    default_ephemeral_storage_limit: str = Field(default="1Gi", pattern=QUANTITY_PATTERN)
+    """Disk one sandbox may fill (writable layer, logs): past it the kubelet evicts the pod.
+    Applied to every sandbox, whatever its template's resources say."""
+    max_upload_bytes: int = Field(default=128 * 1024 * 1024, ge=1)
+    """Largest file one upload into a sandbox may write (the runtime's
+    SANDFLEET_RUNTIME_MAX_UPLOAD_BYTES, set on every sandbox pod)."""
     dns_policy: Literal["ClusterFirst", "Default"] = "ClusterFirst"
+    dns_namespace: str = "kube-system"
+    """Namespace of the cluster resolver's pods: egress Internet's port 53 goes there only."""
+    dns_pod_labels: dict[str, str] = Field(default={"k8s-app": "kube-dns"}, min_length=1)
+    """Labels of the cluster resolver's pods (CoreDNS and kube-dns: k8s-app=kube-dns)."""
+    dns_cidrs: list[IPvAnyNetwork] = []
+    """More resolvers egress Internet's port 53 may reach (CIDRs), e.g. NodeLocal DNSCache's
+    169.254.20.10/32, or the node's resolver with dns_policy Default."""
     default_scheduler_name: str | None = None
     """Scheduler for sandbox pods whose template names none (e.g. the chart's bin-packing
     scheduler); None: the cluster's default."""

@@ -15,6 +15,11 @@ def test_every_range_the_cluster_leaves_out_is_rejected_and_so_are_the_hosts_add
     dns = [i for i, line in enumerate(rules) if "10.0.2.3/32" in line and "ACCEPT" in line]
     first_reject = min(i for i, line in enumerate(rules) if "REJECT" in line)
     assert len(dns) == 2 and max(dns) < first_reject
+    # Issue 26, item 6 (the cluster's Internet mode opened port 53 to any address): here
+    # nothing but loopback and that forwarder is accepted, so port 53 of the host or of any
+    # private address is rejected like every other port.
+    accepted = [line for line in rules if "-j ACCEPT" in line]
+    assert accepted == ["-A OUTPUT -o lo -j ACCEPT", *(rules[i] for i in dns)]
     assert rules[0] == "*filter" and "COMMIT" in rules
 
 

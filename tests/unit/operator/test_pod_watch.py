@@ -93,10 +93,22 @@ def test_a_pod_being_deleted_is_a_lost_sandbox() -> None:
 @pytest.mark.parametrize(
     ("status", "detail"),
     [
-        ({"phase": "Failed", "reason": "Evicted", "message": "low on memory"}, "Evicted"),
+        (
+            {"phase": "Failed", "reason": "Evicted", "message": "low on memory"},
+            "Evicted: low on memory",
+        ),
+        (  # issue 26, item 9: a sandbox that fills its disk is told so
+            {
+                "phase": "Failed",
+                "reason": "Evicted",
+                "message": "Pod ephemeral local storage usage exceeds the total limit of "
+                "containers 1Gi. ",
+            },
+            "Evicted: Pod ephemeral local storage usage exceeds the total limit of containers 1Gi.",
+        ),
         ({"phase": "Failed", "message": "node shut down"}, "node shut down"),
-        ({"phase": "Failed"}, "its runtime exited"),
-        ({"phase": "Succeeded"}, "its runtime exited"),
+        ({"phase": "Failed"}, "its runtime exited (`kubectl describe pod s1` shows why)"),
+        ({"phase": "Succeeded"}, "its runtime exited (`kubectl describe pod s1` shows why)"),
     ],
 )
 def test_a_pod_that_ended_is_a_lost_sandbox_with_the_kubelets_reason(

@@ -7,6 +7,7 @@ so that loosening one shows up as a failing test with a name that says what was 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 import ipaddress
 import json
@@ -149,8 +150,13 @@ def test_a_template_cannot_replace_the_token_but_its_other_env_is_kept_in_order(
     )
 
     env = container(pod)["env"]
-    assert [e["name"] for e in env] == ["SANDFLEET_RUNTIME_TOKEN", "B", "A"]
-    assert env[1:] == [{"name": "B", "value": "2"}, {"name": "A", "value": "1"}]
+    assert [e["name"] for e in env] == [
+        "SANDFLEET_RUNTIME_TOKEN",
+        "B",
+        "A",
+        "SANDFLEET_RUNTIME_MAX_UPLOAD_BYTES",
+    ]
+    assert env[1:3] == [{"name": "B", "value": "2"}, {"name": "A", "value": "1"}]
     assert "chosen-by-the-user" not in json.dumps(pod)
 
 
@@ -175,8 +181,8 @@ def test_the_platform_defaults_fill_image_pull_policy_resources_dns_and_grace_pe
         "IfNotPresent",
     )
     assert runtime["resources"] == {
-        "requests": {"cpu": "10m", "memory": "64Mi"},
-        "limits": {"memory": "512Mi"},
+        "requests": {"cpu": "10m", "memory": "64Mi", "ephemeral-storage": "64Mi"},
+        "limits": {"memory": "512Mi", "ephemeral-storage": "1Gi"},
     }
     assert pod["spec"]["dnsPolicy"] == "ClusterFirst"
     assert pod["spec"]["terminationGracePeriodSeconds"] == 5
@@ -190,6 +196,7 @@ def test_a_platform_cpu_limit_is_applied_when_set() -> None:
     assert container(cold_pod(defaults=defaults))["resources"]["limits"] == {
         "memory": "512Mi",
         "cpu": "2",
+        "ephemeral-storage": "1Gi",
     }
 
 
@@ -206,7 +213,37 @@ def test_a_templates_image_and_resources_replace_the_defaults_whole() -> None:
 
     assert (runtime["image"], runtime["imagePullPolicy"]) == ("python:3.12", "Always")
     # Not mixed with the default 512Mi limit, which would be below the 1Gi request.
-    assert runtime["resources"] == {"requests": {"memory": "1Gi"}, "limits": {}}
+    assert runtime["resources"] == {
+        "requests": {"memory": "1Gi", "ephemeral-storage": "64Mi"},
+        "limits": {"ephemeral-storage": "1Gi"},
+    }
+
+
+def test_every_sandbox_gets_the_platforms_disk_limit_and_upload_cap_whatever_its_template() -> None:
+    """Issue 26, item 9: no sandbox without an ephemeral-storage limit (past it the kubelet
+    evicts the pod), and no template that lifts the runtime's upload cap."""
+    defaults = dataclasses.replace(
+        DEFAULTS,
+        ephemeral_storage_request="100Mi",
+        ephemeral_storage_limit="2Gi",
+        max_upload_bytes=1000,
+    )
+    sneaky = template(
+        # The CRD has no ephemeral-storage field: the model drops it like any unknown field.
+        resources={"requests": {"memory": "1Gi"}, "limits": {"ephemeral-storage": "1Ti"}},
+        env=[{"name": "SANDFLEET_RUNTIME_MAX_UPLOAD_BYTES", "value": str(2**40)}],
+    )
+
+    for pod in (cold_pod(defaults=defaults), cold_pod(sneaky, defaults=defaults)):
+        runtime = container(pod)
+        assert runtime["resources"]["requests"]["ephemeral-storage"] == "100Mi"
+        assert runtime["resources"]["limits"]["ephemeral-storage"] == "2Gi"
+        caps = [e for e in runtime["env"] if e["name"] == "SANDFLEET_RUNTIME_MAX_UPLOAD_BYTES"]
+        assert caps == [{"name": "SANDFLEET_RUNTIME_MAX_UPLOAD_BYTES", "value": "1000"}]
+    pooled = resolve_pod_template(sneaky, defaults)
+    assert pooled.resources["limits"] == {"ephemeral-storage": "2Gi"}
+    # A pool's idle pods made before the cap or the limit changed are replaced.
+    assert template_hash(pooled) != template_hash(resolve_pod_template(sneaky, DEFAULTS))
 
 
 def test_the_default_workdir_passes_no_arguments_and_another_one_is_passed_as_a_flag() -> None:
@@ -426,11 +463,19 @@ def test_egress_all_allows_everything() -> None:
     assert session_network_policy(SESSION, EgressMode.ALL, DEFAULTS)["spec"]["egress"] == [{}]
 
 
-def allowed_by(egress: list[dict[str, Any]], address: str) -> bool:
-    """Whether an ipBlock rule of `egress` lets traffic to `address` out (any port)."""
+def allowed_by(egress: list[dict[str, Any]], address: str, port: int | None = None) -> bool:
+    """Whether an ipBlock of `egress` lets traffic to `address` out (on `port`; None: on
+    any port). A rule without `to` lets everything out; one without `ports`, every port."""
     ip = ipaddress.ip_address(address)
     for rule in egress:
-        for peer in rule.get("to", []):
+        ports = {p["port"] for p in rule.get("ports", [])}
+        if ports and (port is None or port not in ports):
+            continue
+        if "to" not in rule:
+            return True
+        for peer in rule["to"]:
+            if "ipBlock" not in peer:
+                continue
             block = peer["ipBlock"]
             cidr = ipaddress.ip_network(block["cidr"])
             if ip.version != cidr.version or ip not in cidr:
@@ -468,10 +513,54 @@ def test_egress_internet_reaches_public_addresses(address: str) -> None:
     assert allowed_by(egress, address)
 
 
-def test_egress_internet_lets_dns_out_on_port_53() -> None:
+@pytest.mark.parametrize("address", ["10.244.0.1", "10.96.0.10", "192.168.1.1", "169.254.169.254"])
+def test_egress_internet_opens_port_53_of_no_private_address(address: str) -> None:
+    """Issue 26, item 6: port 53 was open to every destination, so a listener on port 53 of
+    the node (10.244.0.1 on the test cluster) or of any pod was reachable."""
     egress = session_network_policy(SESSION, EgressMode.INTERNET, DEFAULTS)["spec"]["egress"]
 
-    assert {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]} in egress
+    assert not allowed_by(egress, address, 53)
+    assert allowed_by(egress, "8.8.8.8", 53)  # public resolvers stay public addresses
+
+
+def test_egress_internet_lets_dns_out_to_the_cluster_resolvers_pods_only() -> None:
+    egress = session_network_policy(SESSION, EgressMode.INTERNET, DEFAULTS)["spec"]["egress"]
+
+    (dns,) = [rule for rule in egress if "ports" in rule]
+    assert dns == {
+        "to": [
+            {
+                "namespaceSelector": {
+                    "matchLabels": {"kubernetes.io/metadata.name": "kube-system"}
+                },
+                "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+            }
+        ],
+        "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+    }
+
+
+def test_the_resolver_is_configurable_and_may_include_addresses() -> None:
+    defaults = dataclasses.replace(
+        DEFAULTS,
+        dns_namespace="dns",
+        dns_pod_labels={"app": "unbound"},
+        dns_cidrs=("169.254.20.10/32",),
+    )
+    egress = session_network_policy(SESSION, EgressMode.INTERNET, defaults)["spec"]["egress"]
+
+    (dns,) = [rule for rule in egress if "ports" in rule]
+    assert dns["to"] == [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "dns"}},
+            "podSelector": {"matchLabels": {"app": "unbound"}},
+        },
+        {"ipBlock": {"cidr": "169.254.20.10/32"}},
+    ]
+    assert allowed_by(egress, "169.254.20.10", 53)
+    assert not allowed_by(egress, "169.254.20.10", 80)
+    with pytest.raises(ValueError, match="dns_pod_labels"):
+        dataclasses.replace(DEFAULTS, dns_pod_labels={})
 
 
 def test_a_sessions_policy_selects_exactly_the_label_its_pod_and_claimed_pods_carry() -> None:
