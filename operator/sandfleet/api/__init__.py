@@ -22,6 +22,7 @@ from sandfleet.api.conditions import ConditionType, Reason, StatusCondition
 from sandfleet.api.labels import MANAGED_BY_VALUE, Annotation, Component, Label, PodState
 from sandfleet.api.names import (
     API_VERSION,
+    CALLER_AUTHORIZATION,
     DEFAULT_WORKDIR,
     FINALIZER,
     GATEWAY_PORT,
@@ -63,6 +64,7 @@ from sandfleet.api.template import (
 __all__ = [
     "AGENT_RESULT_LIMIT_CHARS",
     "API_VERSION",
+    "CALLER_AUTHORIZATION",
     "DECIMAL_PATTERN",
     "DEFAULT_WORKDIR",
     "ENV_NAME_PATTERN",

@@ -1,4 +1,12 @@
-"""The operator's HTTP port: Prometheus metrics, trajectories by session, and a health check."""
+"""The operator's HTTP port: Prometheus metrics, trajectories by session, and a health check.
+
+Every route but /healthz wants a Kubernetes bearer token (in `Authorization`, or in
+`X-Sandfleet-Authorization` through the API server's service proxy, which strips the
+former) and asks the API server about it, as the gateway does: a trajectory needs `get
+sandboxsessions` in its namespace, /metrics `get` on the non-resource URL /metrics (as
+controller-runtime's metrics endpoints do). No token or a refused one answers 401 whatever
+the path; a trajectory the caller may not read answers exactly as one that does not exist.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,7 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import hdrs, web
 
+from sandfleet.api import CALLER_AUTHORIZATION, GROUP, SESSION_PLURAL
 from sandfleet.api.trajectories import (
     NDJSON,
     ROUTE,
@@ -18,9 +27,19 @@ from sandfleet.api.trajectories import (
     validate_namespace,
     validate_uid,
 )
+from sandfleet.kube.access_review import (
+    Authenticator,
+    AuthError,
+    AuthUnavailable,
+    Caller,
+    PermissionDenied,
+    ResourceAccess,
+    Unauthenticated,
+    UrlAccess,
+)
 from sandfleet.logs import get_logger
 from sandfleet.operator.trajectory_store import TrajectoryStore
-from sandfleet.trajectory_files import read_chunks, snapshot
+from sandfleet.trajectory_files import TrajectorySnapshot, read_chunks, snapshot
 
 log = get_logger(__name__)
 
@@ -32,15 +51,28 @@ _SHUTDOWN_TIMEOUT_S = 5.0
 """How long stopping waits for responses in flight (a big trajectory to a slow reader)."""
 
 
-def build_http_app(store: TrajectoryStore, metrics_render: MetricsRender) -> web.Application:
+METRICS_ACCESS = UrlAccess("get", "/metrics")
+"""What a scraper's RBAC must allow (the chart's ClusterRole sandfleet-metrics-reader)."""
+_NO_TOKEN = (
+    "no bearer token: send 'Authorization: Bearer <token>' (or, through the API server's "
+    f"service proxy, '{CALLER_AUTHORIZATION}: Bearer <token>') with a token the Kubernetes "
+    "API server accepts (`kubectl create token`, a ServiceAccount token)"
+)
+
+
+def build_http_app(
+    store: TrajectoryStore, metrics_render: MetricsRender, auth: Authenticator
+) -> web.Application:
     """Routes: GET /metrics, GET /trajectories/{namespace}/{name}[?uid=UID], GET /healthz.
 
     A trajectory response streams the file's whole records as they were when the request
     arrived (Content-Length set, memory per response about one read chunk); errors are JSON
     {"error": message}: 400 for a namespace, name or uid that is not a Kubernetes name,
-    404 when no trajectory is stored.
+    401 without an accepted token, 404 when no trajectory is stored or the caller may not
+    get sandboxsessions in that namespace (one answer), 403 for /metrics without RBAC, 503
+    when the API server cannot review the token now.
     """
-    handlers = _Handlers(store, metrics_render)
+    handlers = _Handlers(store, metrics_render, auth)
     app = web.Application()
     app.router.add_get("/healthz", handlers.healthz)
     app.router.add_get("/metrics", handlers.metrics)
@@ -78,18 +110,92 @@ async def serve_http(
         await runner.cleanup()
 
 
+class _Refused(Exception):
+    """Answer the request with this response instead."""
+
+    def __init__(self, response: web.Response) -> None:
+        super().__init__(response.status)
+        self.response = response
+
+
+def request_token(request: web.Request) -> str:
+    """The bearer token of the request: X-Sandfleet-Authorization first (the API server's
+    service proxy strips Authorization, and passes this one on), then Authorization."""
+    for header in (CALLER_AUTHORIZATION, hdrs.AUTHORIZATION):
+        value = request.headers.get(header)
+        if value is not None:
+            scheme, _, token = value.partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return token.strip()
+    raise Unauthenticated(_NO_TOKEN)
+
+
 class _Handlers:
-    def __init__(self, store: TrajectoryStore, metrics_render: MetricsRender) -> None:
+    def __init__(
+        self, store: TrajectoryStore, metrics_render: MetricsRender, auth: Authenticator
+    ) -> None:
         self._store = store
         self._metrics_render = metrics_render
+        self._auth = auth
+
+    async def _caller(self, request: web.Request) -> Caller:
+        try:
+            return await self._auth.authenticate(request_token(request))
+        except Unauthenticated as error:
+            log.info("http_unauthenticated", path=request.path)
+            raise _Refused(_unauthenticated(str(error))) from None
+        except AuthUnavailable as error:
+            raise _Refused(_error(503, str(error))) from None
 
     async def healthz(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
 
     async def metrics(self, request: web.Request) -> web.Response:
+        try:
+            caller = await self._caller(request)
+            await self._auth.check(caller, METRICS_ACCESS)
+        except _Refused as refused:
+            return refused.response
+        except PermissionDenied as error:
+            return _error(403, str(error))
+        except AuthError as error:
+            return _error(503, str(error))
         body, content_type = self._metrics_render()
         # Set as a header: aiohttp's content_type argument refuses the "; charset=" part.
         return web.Response(body=body, headers={"Content-Type": content_type})
+
+    async def _trajectory_refusal(
+        self, request: web.Request, namespace: str, which: str
+    ) -> web.Response | None:
+        """None when the caller may get sandboxsessions in `namespace`, else the answer."""
+        try:
+            caller = await self._caller(request)
+        except _Refused as refused:
+            return refused.response
+        try:
+            await self._auth.check(caller, ResourceAccess("get", GROUP, SESSION_PLURAL, namespace))
+        except PermissionDenied:
+            # The same answer as a session without a trajectory: a caller without the right
+            # learns nothing of which names exist in that namespace.
+            log.info("trajectory_denied", which=which, caller=caller.username)
+            return _error(404, f"no trajectory stored for {which}")
+        except AuthError as error:
+            return _error(503, str(error))
+        return None
+
+    async def _snapshot(
+        self, namespace: str, name: str, uid: str | None
+    ) -> TrajectorySnapshot | None:
+        if uid is None:
+            path = await self._store.latest(namespace, name)
+        else:
+            path = await self._store.path(namespace, name, uid)
+        if path is None:
+            return None
+        try:
+            return await snapshot(path)
+        except FileNotFoundError:  # pruned between the lookup and now
+            return None
 
     async def trajectory(self, request: web.Request) -> web.StreamResponse:
         namespace = request.match_info["namespace"]
@@ -102,16 +208,12 @@ class _Handlers:
                 validate_uid(uid)
         except TrajectoryNameError as error:
             return _error(400, str(error))
-        if uid is None:
-            path = await self._store.latest(namespace, name)
-        else:
-            path = await self._store.path(namespace, name, uid)
         which = f"session {namespace}/{name}" + (f" uid {uid}" if uid else "")
-        if path is None:
-            return _error(404, f"no trajectory stored for {which}")
-        try:
-            trajectory = await snapshot(path)
-        except FileNotFoundError:  # pruned between the lookup and now
+        refusal = await self._trajectory_refusal(request, namespace, which)
+        if refusal is not None:
+            return refusal
+        trajectory = await self._snapshot(namespace, name, uid)
+        if trajectory is None:
             return _error(404, f"no trajectory stored for {which}")
         response = web.StreamResponse(headers={UID_HEADER: trajectory.uid})
         response.content_type = NDJSON
@@ -143,3 +245,9 @@ class _Handlers:
 
 def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
+
+
+def _unauthenticated(message: str) -> web.Response:
+    response = _error(401, message)
+    response.headers[hdrs.WWW_AUTHENTICATE] = "Bearer"
+    return response
