@@ -146,6 +146,7 @@ class GatewayServer:
                 lambda: self.ready,
                 self.settings.http_host,
                 self.settings.http_port,
+                self.auth,
             )
         )
         self._http = http

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from cachetools import TTLCache
@@ -25,6 +25,7 @@ log = get_logger(__name__)
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 REFUSED_TOKEN_MESSAGE = "the token was not accepted by the Kubernetes API server (expired or wrong)"
+AUTHORIZATION = "Authorization"
 
 T = TypeVar("T")
 
@@ -244,3 +245,40 @@ class Authenticator:
                 f"the Kubernetes API server could not review the call now ({what}); "
                 "try again shortly"
             ) from error
+
+
+METRICS_ACCESS = UrlAccess("get", "/metrics")
+"""What a scraper's RBAC must allow for a sandfleet server's /metrics (as controller-runtime's
+metrics endpoints ask): the chart's ClusterRole <release namespace>-sandfleet-metrics-reader."""
+
+
+def header_token(headers: Mapping[str, str], names: Sequence[str] = (AUTHORIZATION,)) -> str:
+    """The bearer token of the first of the HTTP `headers` named in `names` that has one."""
+    for name in names:
+        scheme, _, token = (headers.get(name) or "").partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            return token.strip()
+    raise Unauthenticated(
+        f"no bearer token: send '{names[-1]}: Bearer <token>' with a token the Kubernetes "
+        "API server accepts (`kubectl create token`, a ServiceAccount token)"
+    )
+
+
+async def http_refusal(
+    auth: Authenticator,
+    headers: Mapping[str, str],
+    access: Access,
+    names: Sequence[str] = (AUTHORIZATION,),
+) -> tuple[int, str] | None:
+    """None when the request's bearer token may `access`, else the HTTP status and message
+    to refuse it with: 401 (no token, or refused), 403 (RBAC), 503 (no review possible)."""
+    try:
+        caller = await auth.authenticate(header_token(headers, names))
+        await auth.check(caller, access)
+    except Unauthenticated as error:
+        return 401, str(error)
+    except PermissionDenied as error:
+        return 403, str(error)
+    except AuthError as error:
+        return 503, str(error)
+    return None

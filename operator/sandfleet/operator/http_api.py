@@ -28,14 +28,10 @@ from sandfleet.api.trajectories import (
     validate_uid,
 )
 from sandfleet.kube.access_review import (
+    METRICS_ACCESS,
     Authenticator,
-    AuthError,
-    AuthUnavailable,
-    Caller,
-    PermissionDenied,
     ResourceAccess,
-    Unauthenticated,
-    UrlAccess,
+    http_refusal,
 )
 from sandfleet.logs import get_logger
 from sandfleet.operator.trajectory_store import TrajectoryStore
@@ -51,13 +47,9 @@ _SHUTDOWN_TIMEOUT_S = 5.0
 """How long stopping waits for responses in flight (a big trajectory to a slow reader)."""
 
 
-METRICS_ACCESS = UrlAccess("get", "/metrics")
-"""What a scraper's RBAC must allow (the chart's ClusterRole sandfleet-metrics-reader)."""
-_NO_TOKEN = (
-    "no bearer token: send 'Authorization: Bearer <token>' (or, through the API server's "
-    f"service proxy, '{CALLER_AUTHORIZATION}: Bearer <token>') with a token the Kubernetes "
-    "API server accepts (`kubectl create token`, a ServiceAccount token)"
-)
+_TOKEN_HEADERS = (CALLER_AUTHORIZATION, hdrs.AUTHORIZATION)
+"""Where a request's bearer token may be: the service proxy strips Authorization, and passes
+X-Sandfleet-Authorization on."""
 
 
 def build_http_app(
@@ -110,26 +102,6 @@ async def serve_http(
         await runner.cleanup()
 
 
-class _Refused(Exception):
-    """Answer the request with this response instead."""
-
-    def __init__(self, response: web.Response) -> None:
-        super().__init__(response.status)
-        self.response = response
-
-
-def request_token(request: web.Request) -> str:
-    """The bearer token of the request: X-Sandfleet-Authorization first (the API server's
-    service proxy strips Authorization, and passes this one on), then Authorization."""
-    for header in (CALLER_AUTHORIZATION, hdrs.AUTHORIZATION):
-        value = request.headers.get(header)
-        if value is not None:
-            scheme, _, token = value.partition(" ")
-            if scheme.lower() == "bearer" and token.strip():
-                return token.strip()
-    raise Unauthenticated(_NO_TOKEN)
-
-
 class _Handlers:
     def __init__(
         self, store: TrajectoryStore, metrics_render: MetricsRender, auth: Authenticator
@@ -138,28 +110,13 @@ class _Handlers:
         self._metrics_render = metrics_render
         self._auth = auth
 
-    async def _caller(self, request: web.Request) -> Caller:
-        try:
-            return await self._auth.authenticate(request_token(request))
-        except Unauthenticated as error:
-            log.info("http_unauthenticated", path=request.path)
-            raise _Refused(_unauthenticated(str(error))) from None
-        except AuthUnavailable as error:
-            raise _Refused(_error(503, str(error))) from None
-
     async def healthz(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
 
     async def metrics(self, request: web.Request) -> web.Response:
-        try:
-            caller = await self._caller(request)
-            await self._auth.check(caller, METRICS_ACCESS)
-        except _Refused as refused:
-            return refused.response
-        except PermissionDenied as error:
-            return _error(403, str(error))
-        except AuthError as error:
-            return _error(503, str(error))
+        refusal = await http_refusal(self._auth, request.headers, METRICS_ACCESS, _TOKEN_HEADERS)
+        if refusal is not None:
+            return _refused(*refusal)
         body, content_type = self._metrics_render()
         # Set as a header: aiohttp's content_type argument refuses the "; charset=" part.
         return web.Response(body=body, headers={"Content-Type": content_type})
@@ -168,20 +125,17 @@ class _Handlers:
         self, request: web.Request, namespace: str, which: str
     ) -> web.Response | None:
         """None when the caller may get sandboxsessions in `namespace`, else the answer."""
-        try:
-            caller = await self._caller(request)
-        except _Refused as refused:
-            return refused.response
-        try:
-            await self._auth.check(caller, ResourceAccess("get", GROUP, SESSION_PLURAL, namespace))
-        except PermissionDenied:
+        access = ResourceAccess("get", GROUP, SESSION_PLURAL, namespace)
+        refusal = await http_refusal(self._auth, request.headers, access, _TOKEN_HEADERS)
+        if refusal is None:
+            return None
+        status, message = refusal
+        if status == 403:
             # The same answer as a session without a trajectory: a caller without the right
             # learns nothing of which names exist in that namespace.
-            log.info("trajectory_denied", which=which, caller=caller.username)
+            log.info("trajectory_denied", which=which, reason=message)
             return _error(404, f"no trajectory stored for {which}")
-        except AuthError as error:
-            return _error(503, str(error))
-        return None
+        return _refused(status, message)
 
     async def _snapshot(
         self, namespace: str, name: str, uid: str | None
@@ -247,7 +201,8 @@ def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
 
-def _unauthenticated(message: str) -> web.Response:
-    response = _error(401, message)
-    response.headers[hdrs.WWW_AUTHENTICATE] = "Bearer"
+def _refused(status: int, message: str) -> web.Response:
+    response = _error(status, message)
+    if status == 401:
+        response.headers[hdrs.WWW_AUTHENTICATE] = "Bearer"
     return response
