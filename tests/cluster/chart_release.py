@@ -101,13 +101,16 @@ async def sandbox_pods(kube: KubeApi, namespace: str) -> list[JsonObject]:
     return items
 
 
-async def fetch_trajectory(installation: Installation, cluster: ClusterUnderTest, name: str) -> str:
-    """`sandfleet trajectory` the way a user runs it: through the API server's service proxy
-    to the operator's Service."""
+async def fetch_trajectory(
+    installation: Installation, cluster: ClusterUnderTest, name: str, token: str
+) -> str:
+    """`sandfleet trajectory` the way a client-certificate user runs it: through the API
+    server's service proxy to the operator's Service, with `token` (`kubectl create token`,
+    a tenant's) for the operator, which checks it."""
     cli = await asyncio.create_subprocess_exec(
         str(Path(sys.executable).with_name("sandfleet")), "trajectory", name,
         "-n", installation.tenant_a, "--kubeconfig", str(cluster.kubeconfig),
-        "--operator-namespace", installation.namespace,
+        "--operator-namespace", installation.namespace, "--token", token,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     stdout, stderr = await asyncio.wait_for(cli.communicate(), 60)

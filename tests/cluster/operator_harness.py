@@ -343,3 +343,16 @@ def running_operator(
         yield operator
     finally:
         operator.stop()
+
+
+def fetch_trajectory(
+    operator: OperatorProcess, ns: str, name: str, token: str
+) -> list[dict[str, object]]:
+    """The session's trajectory from the operator's HTTP port, as `token`'s holder (one
+    allowed to get sandboxsessions in `ns`: the port checks it)."""
+    request = urllib.request.Request(
+        f"{operator.http_url}/trajectories/{ns}/{name}",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return [json.loads(line) for line in response.read().decode().splitlines()]

@@ -51,6 +51,7 @@ from tests.cluster.gateway_clients import (
     service_address,
     start_client_pod,
     tenant_claim_script,
+    tenant_token,
 )
 from tests.cluster.helm_cli import (
     CHART_DIR,
@@ -290,7 +291,9 @@ async def test_a_session_applied_with_kubectl_runs_to_succeeded_against_the_mode
         assert body["status"]["phase"] == "Succeeded", body["status"]
         assert condition(body, "Completed")["reason"] == "Submitted"
         assert model.chat_requests[0].headers["authorization"] == "Bearer sk-chart-test"
-    stored = await fetch_trajectory(installation, cluster_under_test, "hello")
+    stored = await fetch_trajectory(
+        installation, cluster_under_test, "hello", await tenant_token(kube, installation.tenant_a)
+    )
     records = [json.loads(line) for line in stored.splitlines()]
     assert records[0]["kind"] == "meta"
     assert records[-1]["stop_reason"] == "submitted"
@@ -529,7 +532,12 @@ async def test_upgrade_rolls_the_operator_and_uninstall_leaves_nosandbox_pods(
     # The trajectory store is a volume: what the old pod wrote, the new one serves.
     hello = await kube.request("GET", f"{SESSIONS.format(ns=installation.tenant_a)}/hello")
     if hello.status == 200:  # the session test ran first
-        stored = await fetch_trajectory(installation, cluster_under_test, "hello")
+        stored = await fetch_trajectory(
+            installation,
+            cluster_under_test,
+            "hello",
+            await tenant_token(kube, installation.tenant_a),
+        )
         assert json.loads(stored.splitlines()[-1])["stop_reason"] == "submitted"
 
     # A live sandbox and warm pool pods are there when the release goes.
