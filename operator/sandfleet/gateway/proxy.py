@@ -33,6 +33,7 @@ from sandfleet.gateway.auth import (
     bearer_token,
 )
 from sandfleet.gateway.metrics import GatewayMetrics
+from sandfleet.gateway.requests import InvalidRequest, check_namespace
 from sandfleet.gateway.routes import Route, SessionRoutes
 from sandfleet.logs import get_logger
 from sandfleet_proto.runtime.v1 import (
@@ -213,7 +214,7 @@ class RuntimeProxy(_GenericHandler):
     ) -> None:
         self._routes = routes
         self._auth = auth
-        self._namespaces = frozenset(namespaces)
+        self._namespaces = namespaces
         """Served namespaces (empty: all); a call naming another is refused unreviewed."""
         self._channels = channels
         self._metrics = metrics
@@ -320,7 +321,7 @@ class RuntimeProxy(_GenericHandler):
         await self._authorize(metadata, namespace, named)
         route = await self._routes.resolve(namespace, name)
         if route is None:
-            log.info("gateway_proxy_refused", session=named, reason="no_session")
+            log.debug("gateway_proxy_refused", session=named, reason="no_session")
             raise refused(named)
         if route.finished:
             raise ProxyRefusal(
@@ -350,15 +351,18 @@ class RuntimeProxy(_GenericHandler):
         except AuthUnavailable as error:
             self._metrics.auth_failed("unavailable")
             raise ProxyRefusal(grpc.StatusCode.UNAVAILABLE, str(error)) from None
-        if self._namespaces and namespace not in self._namespaces:
+        try:
+            check_namespace(namespace, self._namespaces)
+        except InvalidRequest:
+            # No review of a namespace that cannot hold a served session: the same answer.
             self._metrics.auth_failed("denied")
-            log.info("gateway_proxy_refused", session=named, reason="not_served")
-            raise refused(named)
+            log.debug("gateway_proxy_refused", session=named, reason="not_served")
+            raise refused(named) from None
         try:
             await self._auth.authorize(caller, PROXY_VERB, namespace)
         except PermissionDenied as error:
             self._metrics.auth_failed("denied")
-            log.info("gateway_proxy_refused", session=named, reason="denied", error=str(error))
+            log.debug("gateway_proxy_refused", session=named, reason="denied", error=str(error))
             raise refused(named) from None
         except AuthUnavailable as error:
             self._metrics.auth_failed("unavailable")
@@ -396,7 +400,9 @@ async def _abort_upstream(
     proxy's own refusal (a wrong token must read as a wrong name)."""
     code, details = error.code(), error.details() or ""
     if code == grpc.StatusCode.UNAUTHENTICATED:
-        log.info("gateway_proxy_refused", session=f"{route.namespace}/{route.name}", reason="token")
+        log.debug(
+            "gateway_proxy_refused", session=f"{route.namespace}/{route.name}", reason="token"
+        )
         refusal = refused(f"{route.namespace}/{route.name}")
         await context.abort(refusal.code, refusal.details)
     if code == grpc.StatusCode.UNAVAILABLE and any(p in details.lower() for p in _NO_CONNECTION):
