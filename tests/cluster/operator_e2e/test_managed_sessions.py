@@ -57,21 +57,19 @@ async def test_a_managed_session_runs_to_succeeded_and_its_sandbox_is_reclaimed(
     assert status["agent"]["answerFromFile"] is True
     assert status["agent"]["promptTokens"] == 30
     assert status["observedGeneration"] == body["metadata"]["generation"]
-    kinds = [
-        r["kind"]
-        for r in fetch_trajectory(operator, namespace, "solve", await tenant_token(kube, namespace))
-    ]
+    token = await tenant_token(kube, namespace)
+    kinds = [r["kind"] for r in fetch_trajectory(operator, namespace, "solve", token)]
     assert kinds[0] == "meta"
     assert kinds[-1] == "result"
     await wait_no_leftovers(kube, namespace)
     # The sandbox is gone; the trajectory is not: the CLI fetches it from the operator.
     cli = await asyncio.create_subprocess_exec(
         str(Path(sys.executable).with_name("sandfleet")), "trajectory", "solve",
-        "-n", namespace, "--operator-url", operator.http_url,
-        stdout=asyncio.subprocess.PIPE,
+        "-n", namespace, "--operator-url", operator.http_url, "--token", token,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    stdout, _ = await asyncio.wait_for(cli.communicate(), 60)
-    assert cli.returncode == 0
+    stdout, stderr = await asyncio.wait_for(cli.communicate(), 60)
+    assert cli.returncode == 0, stderr.decode()
     records = [json.loads(line) for line in stdout.decode().splitlines()]
     assert records[-1]["stop_reason"] == "submitted"
 
