@@ -29,6 +29,7 @@ from tests.cluster.kube_api import KubeApi
 from tests.cluster.operator_harness import (
     OPERATOR_NAMESPACE,
     install_api,
+    metrics_reader_token,
     service_account_kubeconfig,
 )
 
@@ -56,6 +57,7 @@ async def gateway_bench_on_cluster(
             workdir / "gateway.kubeconfig", expiration_s=7200,
         )  # fmt: skip
         gateway = GatewayProcess(gateway_kubeconfig, key_file, [namespace], workdir)
+        gateway.metrics_token = metrics_reader_token(admin_api)
         try:
             operator.start()
             gateway.start()

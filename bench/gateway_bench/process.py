@@ -22,6 +22,8 @@ class GatewayProcess:
         self.port = free_port()
         self.http_port = free_port()
         self.log_path = workdir / "gateway.log"
+        self.metrics_token = ""
+        """A token allowed `get` on /metrics (tests.cluster.operator_harness)."""
         self._env = {
             **os.environ,
             "SANDFLEET_GATEWAY_KUBECONFIG": str(kubeconfig),
@@ -74,8 +76,12 @@ class GatewayProcess:
             return False
 
     def metrics(self) -> str:
-        url = f"http://127.0.0.1:{self.http_port}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as response:
+        """/metrics, with metrics_token (a token allowed `get` on /metrics)."""
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.http_port}/metrics",
+            headers={"Authorization": f"Bearer {self.metrics_token}"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
             return str(response.read().decode())
 
     def stop(self) -> None:

@@ -23,7 +23,12 @@ from bench.operator_bench.memory_trace import SNAPSHOT_DIR_ENV
 from tests.cluster import cluster
 from tests.cluster.kube_api import KubeApi
 from tests.cluster.layout import Image, Layout
-from tests.cluster.operator_harness import OperatorProcess, install_api, operator_kubeconfig
+from tests.cluster.operator_harness import (
+    OperatorProcess,
+    install_api,
+    metrics_reader_token,
+    operator_kubeconfig,
+)
 
 
 def running_cluster() -> tuple[Layout, Path, dict[str, Image]]:
@@ -97,6 +102,7 @@ class BenchOperator(OperatorProcess):
         admin = KubeApi.from_kubeconfig(self._admin_kubeconfig)
         install_api(admin)
         operator_kubeconfig(admin, self._admin_kubeconfig, self.kubeconfig)
+        self.metrics_token = metrics_reader_token(admin)
         if self._api_server is not None:
             config = yaml.safe_load(self.kubeconfig.read_text())
             config["clusters"][0]["cluster"]["server"] = self._api_server

@@ -17,8 +17,8 @@ from typing import Any, Protocol, TypeVar
 
 import grpc
 
-from sandfleet.api import GATEWAY_SESSION_METADATA
-from sandfleet.grpc_channel import Tls, open_channel, retry_service_config
+from sandfleet.api import CALLER_AUTHORIZATION, GATEWAY_SESSION_METADATA
+from sandfleet.grpc_channel import CallerToken, Tls, open_channel, retry_service_config
 from sandfleet.runtime_calls import (
     CHUNK,
     DEADLINE_MARGIN_S,
@@ -82,10 +82,13 @@ class RuntimeClient(RolloutCalls):
         rpc_timeout_s: float = 60.0,
         session: str | None = None,
         tls: Tls | None = None,
+        caller_token: Callable[[], str] | None = None,
     ) -> None:
         """`address` is the runtime itself (host:port, unix:PATH) or, given `session`
         ("namespace/name"), a gateway that proxies every call to that session's sandbox;
-        `tls` makes the channel TLS (a gateway behind a certificate)."""
+        `tls` makes the channel TLS (a gateway behind a certificate). Through a gateway,
+        `caller_token` gives the caller's Kubernetes token, which every call carries too
+        (read again every minute: it may rotate)."""
         self.address = address
         self.session = session
         self._routing: tuple[tuple[str, str], ...] = (
@@ -93,7 +96,14 @@ class RuntimeClient(RolloutCalls):
         )
         self._metadata = self._with_token(token)
         self._rpc_timeout_s = rpc_timeout_s
-        self._channel = open_channel(address, service_config=_SERVICE_CONFIG, tls=tls)
+        interceptors = (
+            CallerToken(CALLER_AUTHORIZATION, caller_token).interceptors()
+            if caller_token is not None
+            else []
+        )
+        self._channel = open_channel(
+            address, service_config=_SERVICE_CONFIG, tls=tls, interceptors=interceptors
+        )
         self._bash = bash_grpc.BashServiceStub(self._channel)
         self._editor = editor_grpc.EditorServiceStub(self._channel)
         self._files = file_grpc.FileServiceStub(self._channel)

@@ -108,7 +108,8 @@ def values_for_test_cluster(
     The gateway runs from the operator image with two replicas (claims racing across replicas
     are part of what its tests prove) on a NodePort, so the host reaches it at the node's
     address; its NetworkPolicy admits egress to the API server's real port
-    (`api_server_port`, see api_server_port())."""
+    (`api_server_port`, see api_server_port()), as the operator's does, which also admits the
+    model servers tests start on the host's bridge address."""
     operator_repository, operator_tag = split_image(operator_image)
     runtime_repository, runtime_tag = split_image(runtime_image)
     return {
@@ -121,6 +122,12 @@ def values_for_test_cluster(
             "watchNamespaces": [t["namespace"] for t in tenants],
             "hostAliases": [{"ip": api_service_ip, "hostnames": ["kubernetes.default.svc"]}],
             "logLevel": "DEBUG",
+            # The API server's real port; the test's model servers listen on the host's
+            # bridge address, on ports of their own.
+            "networkPolicy": {
+                "apiServerPorts": sorted({443, api_server_port}),
+                "modelEgress": [{"to": [{"ipBlock": {"cidr": f"{BRIDGE_HOST}/32"}}]}],
+            },
             "timing": {
                 "statusIntervalSeconds": 1,
                 "idleCheckIntervalSeconds": 1,

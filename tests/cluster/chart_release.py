@@ -101,18 +101,29 @@ async def sandbox_pods(kube: KubeApi, namespace: str) -> list[JsonObject]:
     return items
 
 
-async def fetch_trajectory(installation: Installation, cluster: ClusterUnderTest, name: str) -> str:
-    """`sandfleet trajectory` the way a user runs it: through the API server's service proxy
-    to the operator's Service."""
+async def trajectory_cli(
+    installation: Installation, cluster: ClusterUnderTest, name: str, token: str
+) -> tuple[int, str, str]:
+    """`sandfleet trajectory` the way a client-certificate user runs it: through the API
+    server's service proxy to the operator's Service, with `token` (`kubectl create token`,
+    a tenant's) for the operator, which checks it. (exit code, stdout, stderr)"""
     cli = await asyncio.create_subprocess_exec(
         str(Path(sys.executable).with_name("sandfleet")), "trajectory", name,
         "-n", installation.tenant_a, "--kubeconfig", str(cluster.kubeconfig),
-        "--operator-namespace", installation.namespace,
+        "--operator-namespace", installation.namespace, "--token", token,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     stdout, stderr = await asyncio.wait_for(cli.communicate(), 60)
-    assert cli.returncode == 0, stderr.decode()
-    return stdout.decode()
+    return cli.returncode or 0, stdout.decode(), stderr.decode()
+
+
+async def fetch_trajectory(
+    installation: Installation, cluster: ClusterUnderTest, name: str, token: str
+) -> str:
+    """The session's trajectory through trajectory_cli."""
+    returncode, stdout, stderr = await trajectory_cli(installation, cluster, name, token)
+    assert returncode == 0, stderr
+    return stdout
 
 
 async def raw_session(kube: KubeApi, namespace: str, name: str) -> JsonObject:

@@ -86,6 +86,42 @@ def install_api(kube: KubeApi) -> None:
         apply_sync(kube, doc)
 
 
+METRICS_READER = "sandfleet-test-metrics-reader"
+
+
+def metrics_reader_token(kube: KubeApi) -> str:
+    """A token of ServiceAccount sandfleet-test-metrics-reader (operator namespace), allowed
+    `get` on the non-resource URL /metrics, as the chart's metrics-reader role allows
+    Prometheus: what the operator's and the gateway's /metrics want."""
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    labels = {"app.kubernetes.io/part-of": "sandfleet-tests"}
+    for path, doc in [
+        (f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/serviceaccounts",
+         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": METRICS_READER}}),
+        (f"{rbac}/clusterroles",
+         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+          "metadata": {"name": METRICS_READER, "labels": labels},
+          "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]}),
+        (f"{rbac}/clusterrolebindings",
+         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+          "metadata": {"name": METRICS_READER, "labels": labels},
+          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                      "name": METRICS_READER},
+          "subjects": [{"kind": "ServiceAccount", "name": METRICS_READER,
+                        "namespace": OPERATOR_NAMESPACE}]}),
+    ]:  # fmt: skip
+        response = kube.request_sync("POST", path, doc)
+        assert response.status in (201, 409), response.body
+    answer = kube.checked_sync(
+        "POST",
+        f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/serviceaccounts/{METRICS_READER}/token",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+         "spec": {"expirationSeconds": 3600}},
+    )  # fmt: skip
+    token: str = answer["status"]["token"]
+    return token
+
+
 def _established(crd: JsonObject) -> bool:
     conditions = (crd.get("status") or {}).get("conditions") or []
     return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
@@ -182,6 +218,8 @@ class OperatorProcess:
         }
         self._env.pop("KUBECONFIG", None)
         self._process: subprocess.Popen[bytes] | None = None
+        self.metrics_token = ""
+        """A token allowed `get` on /metrics (metrics_reader_token), set by whoever starts it."""
 
     @property
     def kubeconfig(self) -> Path:
@@ -242,7 +280,11 @@ class OperatorProcess:
         self.stop(signal.SIGKILL)
 
     def metrics(self, timeout_s: float = 5.0) -> str:
-        with urllib.request.urlopen(f"{self.http_url}/metrics", timeout=timeout_s) as response:
+        """/metrics, as a scraper allowed to read it (metrics_token: the port checks it)."""
+        request = urllib.request.Request(
+            f"{self.http_url}/metrics", headers={"Authorization": f"Bearer {self.metrics_token}"}
+        )
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
             return str(response.read().decode())
 
     def log_lines(self) -> list[str]:
@@ -344,8 +386,22 @@ def running_operator(
     install_api(kube)
     kubeconfig = operator_kubeconfig(kube, admin_kubeconfig, workdir / "operator.kubeconfig")
     operator = OperatorProcess(kubeconfig, runtime_image, workdir, **env)
+    operator.metrics_token = metrics_reader_token(kube)
     operator.start()
     try:
         yield operator
     finally:
         operator.stop()
+
+
+def fetch_trajectory(
+    operator: OperatorProcess, ns: str, name: str, token: str
+) -> list[dict[str, object]]:
+    """The session's trajectory from the operator's HTTP port, as `token`'s holder (one
+    allowed to get sandboxsessions in `ns`: the port checks it)."""
+    request = urllib.request.Request(
+        f"{operator.http_url}/trajectories/{ns}/{name}",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return [json.loads(line) for line in response.read().decode().splitlines()]

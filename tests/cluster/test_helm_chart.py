@@ -43,6 +43,7 @@ from tests.cluster.chart_release import (
     operator_pods,
     raw_session,
     sandbox_pods,
+    trajectory_cli,
     uninstall_whatever_it_takes,
 )
 from tests.cluster.cluster_access import ClusterUnderTest, unavailable
@@ -51,6 +52,7 @@ from tests.cluster.gateway_clients import (
     service_address,
     start_client_pod,
     tenant_claim_script,
+    tenant_token,
 )
 from tests.cluster.helm_cli import (
     CHART_DIR,
@@ -293,7 +295,9 @@ async def test_a_session_applied_with_kubectl_runs_to_succeeded_against_the_mode
         assert body["status"]["phase"] == "Succeeded", body["status"]
         assert condition(body, "Completed")["reason"] == "Submitted"
         assert model.chat_requests[0].headers["authorization"] == "Bearer sk-chart-test"
-    stored = await fetch_trajectory(installation, cluster_under_test, "hello")
+    stored = await fetch_trajectory(
+        installation, cluster_under_test, "hello", await tenant_token(kube, installation.tenant_a)
+    )
     records = [json.loads(line) for line in stored.splitlines()]
     assert records[0]["kind"] == "meta"
     assert records[-1]["stop_reason"] == "submitted"
@@ -402,6 +406,95 @@ async def test_a_sandbox_cannot_reach_another_tenants_runtime(
             "checked above, but nothing applies them)"
         )
     assert answer.startswith("blocked"), answer
+
+
+REACH_PROBE = """
+import json, socket, time, urllib.request
+out = {}
+for label, host, port in TARGETS:
+    # Policy enforcers apply new pods' rules within seconds: keep trying for a while.
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection((host, port), 2).close()
+            verdict = "connected"
+        except OSError as error:
+            verdict = "blocked " + type(error).__name__
+            break
+        if time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    if verdict == "connected" and label.startswith("operator"):
+        try:  # what the red team read: another tenant's trajectory
+            urllib.request.urlopen(f"http://{host}:{port}/trajectories/{VICTIM}/x", timeout=5)
+        except urllib.error.HTTPError as error:
+            verdict += f" http {error.code}"
+    out[label] = verdict
+print(json.dumps(out))
+"""
+
+
+# Named as the attack it keeps closed (#26 item 2); here to share the module's installation.
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+async def test_attack_a_sandbox_with_egress_all_cannot_reach_the_operators_port(
+    kube: KubeApi,
+    kubectl: Kubectl,
+    installation: Installation,
+    cluster_under_test: ClusterUnderTest,
+) -> None:
+    """A sandbox in tenant B with egress All once read tenant A's trajectories from the
+    operator's port (and /metrics, naming every tenant's pools). Now the operator's
+    NetworkPolicy admits no sandbox, the gateway's metrics port neither; the gateway's gRPC
+    port stays reachable (the front door: every call on it is authenticated, and a sandbox
+    holds no token). `sandfleet trajectory` through the API server's service proxy still
+    works, with a token the operator checks."""
+    a, b = installation.tenant_a, installation.tenant_b
+    body = {"apiVersion": "sandfleet.dev/v1alpha1", "kind": "SandboxSession",
+            "metadata": {"name": "egress-all"},
+            "spec": {"templateRef": {"name": "default"}, "network": {"egress": "All"}}}  # fmt: skip
+    await kube.checked("POST", SESSIONS.format(ns=b), body)
+    sandbox = await wait_session(kube, b, "egress-all", phase_is("Ready", "Failed"), SESSION_WAIT_S)
+    assert sandbox["status"]["phase"] == "Ready", sandbox["status"]
+    operator = (await operator_pods(kube, installation.namespace))[0]
+    gateway = (await gateway_pods(kube, installation.namespace))[0]
+    service = await kube.checked(
+        "GET", f"/api/v1/namespaces/{installation.namespace}/services/{OPERATOR}"
+    )
+    # The control: tenant A's pool pod, whose runtime port its policy closes to B's sandboxes.
+    victims = [p for p in await sandbox_pods(kube, a) if (p.get("status") or {}).get("podIP")]
+    assert victims, "tenant A's pool has no pod with an address"
+    targets = [
+        ("control", victims[0]["status"]["podIP"], 50051),
+        ("operator service", service["spec"]["clusterIP"], 8080),
+        ("operator pod", operator["status"]["podIP"], 8080),
+        ("gateway metrics", gateway["status"]["podIP"], 9090),
+        ("gateway grpc", gateway["status"]["podIP"], 50052),
+    ]
+    code = f"TARGETS = {targets!r}\nVICTIM = {a!r}\n" + REACH_PROBE
+    reached = json.loads(await exec_python(kubectl, b, sandbox["status"]["podName"], code))
+    if reached["control"] == "connected":
+        unavailable(f"the test cluster does not enforce NetworkPolicies: {reached}")
+    assert reached["gateway grpc"] == "connected", reached
+    for label in ("operator service", "operator pod", "gateway metrics"):
+        assert reached[label].startswith("blocked"), reached
+
+    # The API server's service proxy still reaches the operator, which checks the token: a
+    # tenant of A gets A's answer (no such trajectory), one of B the very same answer.
+    for token in (
+        await tenant_token(kube, a),
+        await tenant_token(kube, b),
+    ):
+        returncode, _, stderr = await trajectory_cli(
+            installation, cluster_under_test, "no-such-session", token
+        )
+        assert returncode == 1, stderr
+        assert "answered 404: no trajectory stored for session" in stderr, stderr
+    returncode, _, stderr = await trajectory_cli(
+        installation, cluster_under_test, "no-such-session", "not-a-token"
+    )
+    assert returncode == 1 and "answered 401" in stderr, stderr
+    await kube.request("DELETE", f"{SESSIONS.format(ns=b)}/egress-all")
 
 
 @pytest.mark.slow
@@ -532,7 +625,12 @@ async def test_upgrade_rolls_the_operator_and_uninstall_leaves_nosandbox_pods(
     # The trajectory store is a volume: what the old pod wrote, the new one serves.
     hello = await kube.request("GET", f"{SESSIONS.format(ns=installation.tenant_a)}/hello")
     if hello.status == 200:  # the session test ran first
-        stored = await fetch_trajectory(installation, cluster_under_test, "hello")
+        stored = await fetch_trajectory(
+            installation,
+            cluster_under_test,
+            "hello",
+            await tenant_token(kube, installation.tenant_a),
+        )
         assert json.loads(stored.splitlines()[-1])["stop_reason"] == "submitted"
 
     # A live sandbox and warm pool pods are there when the release goes.

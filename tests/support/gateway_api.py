@@ -1,8 +1,9 @@
 """A stand-in Kubernetes API server for the gateway's non-cluster tests.
 
-A real aiohttp server on 127.0.0.1 that answers what the gateway asks the API server:
-TokenReviews, SubjectAccessReviews, SandboxSession list/watch/get, pod get, and Lease
-get/create/update with the resourceVersion precondition (the quota ledger). It stands in
+A real aiohttp server on 127.0.0.1 that answers what the gateway (and the operator's HTTP
+port) asks the API server: TokenReviews, SubjectAccessReviews (on sandboxsessions and on
+non-resource URLs), SandboxSession list/watch/get, pod get, and Lease get/create/update
+with the resourceVersion precondition (the quota ledger). It stands in
 for the real API server (whose real behaviour the cluster tier covers) because no real one
 can run in these tests; its answers follow the shapes the Kubernetes API documents.
 """
@@ -63,7 +64,9 @@ class StandInApiServer:
         """token -> TokenReview status.user of accepted tokens."""
         self.expired: set[str] = set()
         self.allowed: set[tuple[str, str, str]] = set()
-        """(username, verb, namespace) RBAC allows."""
+        """(username, verb, namespace) RBAC allows on sandboxsessions."""
+        self.allowed_urls: set[tuple[str, str, str]] = set()
+        """(username, verb, path) RBAC allows on non-resource URLs."""
         self.sessions: dict[tuple[str, str], JsonObject] = {}
         self.pods: dict[tuple[str, str], JsonObject] = {}
         self.leases: dict[tuple[str, str], JsonObject] = {}
@@ -86,6 +89,9 @@ class StandInApiServer:
 
     def allow(self, username: str, verb: str, namespace: str) -> None:
         self.allowed.add((username, verb, namespace))
+
+    def allow_url(self, username: str, verb: str, path: str) -> None:
+        self.allowed_urls.add((username, verb, path))
 
     def put_session(self, session: JsonObject, event: str = "ADDED") -> None:
         meta = session["metadata"]
@@ -122,9 +128,13 @@ class StandInApiServer:
         if self.review_status != 201:
             return _status(self.review_status, "ServiceUnavailable", "etcd is unhappy")
         spec = body["spec"]
-        attributes = spec["resourceAttributes"]
-        key = (spec["user"], attributes["verb"], attributes["namespace"])
-        allowed = key in self.allowed and attributes["resource"] == "sandboxsessions"
+        if "nonResourceAttributes" in spec:
+            url = spec["nonResourceAttributes"]
+            allowed = (spec["user"], url["verb"], url["path"]) in self.allowed_urls
+        else:
+            attributes = spec["resourceAttributes"]
+            key = (spec["user"], attributes["verb"], attributes["namespace"])
+            allowed = key in self.allowed and attributes["resource"] == "sandboxsessions"
         status = {"allowed": allowed} if allowed else {"allowed": False, "reason": ""}
         return web.json_response({**body, "status": status}, status=201)
 

@@ -29,6 +29,8 @@ class StandInClaimer:
         self.released: list[tuple[str, list[str]]] = []
         self.sessions: dict[tuple[str, str], Claimed] = {}
         self.fail_with: BaseException | None = None
+        self.pod_addresses: dict[tuple[str, str], str] = {}
+        """(namespace, pod) -> host:port: what the real claimer's pod index would know."""
         self.started = False
         self.stopped = False
 
@@ -37,6 +39,9 @@ class StandInClaimer:
 
     async def stop(self) -> None:
         self.stopped = True
+
+    def pod_address(self, namespace: str, pod: str) -> str | None:
+        return self.pod_addresses.get((namespace, pod))
 
     async def claim(self, spec: ClaimSpec) -> list[Claimed]:
         self.specs.append(spec)

@@ -227,3 +227,17 @@ WARNING: the cluster has no StorageClass "{{ $pvc.storageClassName }}", so the t
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{- /*
+A NetworkPolicy peer: every pod in every namespace except sandboxes (the operator labels them
+app.kubernetes.io/component=sandbox; the code in them is untrusted and holds no Kubernetes
+token). Prometheus, tenants' clients and the control plane's pods match.
+*/}}
+{{- define "sandfleet.nonSandboxPods" -}}
+- namespaceSelector: {}
+  podSelector:
+    matchExpressions:
+      - key: app.kubernetes.io/component
+        operator: NotIn
+        values: [sandbox]
+{{- end }}

@@ -29,6 +29,7 @@ from sandfleet.api.labels import (
 )
 from sandfleet.api.names import (
     API_VERSION,
+    CALLER_AUTHORIZATION,
     DEFAULT_WORKDIR,
     FINALIZER,
     GATEWAY_PORT,
@@ -70,6 +71,7 @@ from sandfleet.api.template import (
 __all__ = [
     "AGENT_RESULT_LIMIT_CHARS",
     "API_VERSION",
+    "CALLER_AUTHORIZATION",
     "CONSENT_VALUE",
     "DECIMAL_PATTERN",
     "DEFAULT_WORKDIR",

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from sandfleet.agent.events import one_line
+from sandfleet.api import CALLER_AUTHORIZATION
 from sandfleet.api.trajectories import (
     UID_HEADER,
     TrajectoryNameError,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     import aiohttp
 
     from sandfleet.kube.client import KubeClient
+    from sandfleet.kube.config import KubeConfig
 
 DEFAULT_OPERATOR_NAMESPACE = "sandfleet-system"
 DEFAULT_OPERATOR_SERVICE = "sandfleet-operator"
@@ -46,11 +48,20 @@ OPERATOR_PORT_NAME = "http"
 _CONNECT_TIMEOUT_S = 30.0
 _READ_TIMEOUT_S = 120.0
 _ERROR_BODY_BYTES = 64 * 1024
+TOKEN_ENV = "SANDFLEET_GATEWAY_TOKEN"
+"""The caller's Kubernetes token, shared with the gateway's clients (one identity)."""
+_TOKEN_HINT = (
+    "the operator wants a token the API server accepts: --token or " + TOKEN_ENV + " "
+    "(`kubectl create token`)"
+)
 
 EPILOG = """\
 sources: --store DIR reads the operator's trajectory directory directly; --operator-url URL
 asks the operator's HTTP port; otherwise the request goes through the Kubernetes API server's
 service proxy to the operator (needs `get services/proxy` in the operator's namespace).
+The operator wants a Kubernetes bearer token allowed to get sandboxsessions in the session's
+namespace: --token, else SANDFLEET_GATEWAY_TOKEN, else the kubeconfig user's (a
+client-certificate user needs one: `kubectl create token SERVICEACCOUNT`).
 
 exit codes: 0 written; 1 no trajectory stored, or the operator or API server could not
 answer; 2 bad usage (an invalid name, no Kubernetes configuration); 130 interrupted.
@@ -102,6 +113,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print a readable trace instead of JSON Lines (with -o, the file still gets them)",
     )  # fmt: skip
     parser.add_argument("--full", action="store_true", help="--render: print observations whole")
+    parser.add_argument(
+        "--token", metavar="TOKEN",
+        help="the Kubernetes bearer token the operator checks (default: SANDFLEET_GATEWAY_TOKEN, "
+        "then the kubeconfig user's)",
+    )  # fmt: skip
     cluster = parser.add_argument_group("cluster (the default source)")
     cluster.add_argument("--kubeconfig", type=Path, metavar="PATH", help="default as kubectl")
     cluster.add_argument(
@@ -214,12 +230,17 @@ async def _open_source(args: argparse.Namespace) -> AsyncIterator[Fetched]:
         url = args.operator_url.rstrip("/") + trajectory_path(
             args.namespace or "default", args.name, args.uid
         )
+        token = await _caller_token(args.token, None, args.kubeconfig)
+        headers = {"Authorization": f"Bearer {token}"}
         async with aiohttp.ClientSession(timeout=timeout) as session:
             yield await _from_http(
-                lambda: session.get(url), what="the operator at " + args.operator_url
+                lambda: session.get(url, headers=headers),
+                what="the operator at " + args.operator_url,
+                hints={401: _TOKEN_HINT},
             )
         return
     async with _api_server(args.kubeconfig) as api:
+        token = await _caller_token(args.token, api.kube.config, args.kubeconfig)
         path = service_proxy_path(
             args.namespace or api.context_namespace,
             args.name,
@@ -232,12 +253,19 @@ async def _open_source(args: argparse.Namespace) -> AsyncIterator[Fetched]:
             f"through the API server {api.server}"
         )
         hints = {
-            401: "are the kubeconfig's credentials still valid?",
+            401: f"are the kubeconfig's credentials still valid? ({_TOKEN_HINT})",
             403: f"may you get services/proxy in namespace {args.operator_namespace}?",
             503: "is the operator running and ready?",
         }
         yield await _from_http(
-            lambda: api.kube.open_response(path, timeout=timeout, what="GET"),
+            lambda: api.kube.open_response(
+                path,
+                timeout=timeout,
+                what="GET",
+                # The API server drops Authorization on its way to the operator; this it
+                # passes on.
+                headers={CALLER_AUTHORIZATION: f"Bearer {token}"},
+            ),
             what=what,
             hints=hints,
         )
@@ -323,6 +351,34 @@ def _error_message(status: int, body: bytes) -> str:
         return str(document.get("message") or document.get("reason") or status)
     text = body.decode(errors="replace").strip()
     return one_line(text, 300) if text else f"HTTP {status}"
+
+
+async def _caller_token(
+    given: str | None, config: KubeConfig | None, kubeconfig: Path | None
+) -> str:
+    """The bearer token the operator checks: --token, SANDFLEET_GATEWAY_TOKEN, then the
+    kubeconfig user's (read in a thread: an exec plugin may run)."""
+    from sandfleet.kube.config import KubeConfig
+    from sandfleet.kube.errors import KubeConfigError
+
+    token = given or os.environ.get(TOKEN_ENV)
+    if token:
+        return token
+    why = "has no bearer token"
+    try:
+        if config is None:
+            config = await asyncio.to_thread(KubeConfig.load, kubeconfig)
+        token = await asyncio.to_thread(config.bearer_token)
+        if config.client_cert_file:
+            why = "authenticates with a client certificate, which cannot be passed on"
+    except KubeConfigError as error:
+        why = f"cannot be read ({error})"
+    if token:
+        return token
+    raise _UsageError(
+        f"the operator wants a Kubernetes bearer token and the kubeconfig user {why}: pass "
+        f"--token or set {TOKEN_ENV} (`kubectl create token SERVICEACCOUNT -n NAMESPACE`)"
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

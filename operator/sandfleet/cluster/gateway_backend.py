@@ -172,8 +172,15 @@ class GatewayBackend:
 
 
 def connect_runtime(target: GatewayTarget, info: GatewaySandboxInfo) -> RuntimeClient:
-    """A runtime client to the session's sandbox through the gateway's proxy."""
-    return RuntimeClient(target.address, info.token, session=info.session, tls=target.tls)
+    """A runtime client to the session's sandbox through the gateway's proxy; its calls
+    carry the caller's Kubernetes token as well as the session's runtime token."""
+    return RuntimeClient(
+        target.address,
+        info.token,
+        session=info.session,
+        tls=target.tls,
+        caller_token=target.current_token,
+    )
 
 
 class _SharedGateway:

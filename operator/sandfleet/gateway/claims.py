@@ -92,6 +92,12 @@ class Claimer:
     async def stop(self) -> None:
         await self.idle.stop()
 
+    def pod_address(self, namespace: str, pod: str) -> str | None:
+        """A sandbox pod's runtime host:port from the watch-fed pod index (no API request)."""
+        found = self.idle.index.get(namespace, pod)
+        ip = pod_ip(found) if found is not None else None
+        return runtime_address(ip) if ip else None
+
     # --- claim -----------------------------------------------------------------------------
     async def claim(self, spec: ClaimSpec) -> list[Claimed]:
         """`spec.count` Ready sessions, or none: on any failure the ones made are released."""

@@ -16,6 +16,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
 
+from sandfleet.kube.access_review import METRICS_ACCESS, Authenticator, http_refusal
 from sandfleet.logs import get_logger
 
 log = get_logger(__name__)
@@ -127,10 +128,15 @@ class GatewayMetrics:
 
 @contextlib.asynccontextmanager
 async def serve_http(
-    metrics: GatewayMetrics, ready: Callable[[], bool], host: str, port: int
+    metrics: GatewayMetrics,
+    ready: Callable[[], bool],
+    host: str,
+    port: int,
+    auth: Authenticator,
 ) -> AsyncIterator[int]:
     """/metrics, /healthz (the process answers) and /readyz (`ready()`) on host:port until
-    the block ends; yields the bound port (0 picks a free one)."""
+    the block ends; yields the bound port (0 picks a free one). /metrics names tenants'
+    namespaces: it wants a bearer token allowed `get` on /metrics (401/403 otherwise)."""
 
     async def healthz(request: web.Request) -> web.Response:
         return web.Response(text="ok\n")
@@ -141,6 +147,10 @@ async def serve_http(
         return web.Response(status=503, text="not ready: the session index is still syncing\n")
 
     async def scrape(request: web.Request) -> web.Response:
+        refusal = await http_refusal(auth, request.headers, METRICS_ACCESS)
+        if refusal is not None:
+            status, message = refusal
+            return web.Response(status=status, text=message + "\n")
         body, content_type = metrics.render(request.headers.get("Accept"))
         response = web.Response(body=body)
         response.headers["Content-Type"] = content_type

@@ -1,9 +1,14 @@
 """The runtime proxy: every sandfleet.runtime.v1 call, forwarded undecoded to its session's pod.
 
-The call names its session in `x-sandfleet-session: <namespace>/<name>`; its `authorization`
-(the session's runtime token) goes on unchanged, and the runtime checks it: the gateway does
-no review on the data plane. Messages stay bytes end to end (identity serializers), so the
-gateway's cost is a lookup, a channel from the cache and the copy gRPC makes anyway.
+The call names its session in `x-sandfleet-session: <namespace>/<name>` and carries two
+tokens: its caller's Kubernetes token in `x-sandfleet-authorization` (reviewed through the
+same caches as Claim and Connect, so a revoked caller loses its sandboxes too, not just new
+claims) and the session's runtime token in `authorization`, which goes on unchanged for the
+runtime to check. No such session, a namespace the caller may not use and a runtime token
+that is not the session's all get one answer (REFUSED_CODE, the same message), and a name
+the session index does not know costs the API server nothing: names cannot be probed.
+Messages stay bytes end to end (identity serializers), so the gateway's cost is two cache
+lookups, a channel from the cache and the copy gRPC makes anyway.
 """
 
 from __future__ import annotations
@@ -19,9 +24,17 @@ import grpc.aio
 
 from sandfleet.api import GATEWAY_SESSION_METADATA
 from sandfleet.errors import SandfleetError
+from sandfleet.gateway.auth import (
+    CALLER_METADATA,
+    Authenticator,
+    AuthUnavailable,
+    PermissionDenied,
+    Unauthenticated,
+    bearer_token,
+)
 from sandfleet.gateway.metrics import GatewayMetrics
+from sandfleet.gateway.requests import InvalidRequest, check_namespace
 from sandfleet.gateway.routes import Route, SessionRoutes
-from sandfleet.kube import KubeError
 from sandfleet.logs import get_logger
 from sandfleet_proto.runtime.v1 import (
     bash_service_pb2,
@@ -43,9 +56,14 @@ PROXIED_FILES = (bash_service_pb2, editor_service_pb2, file_service_pb2, system_
 """The runtime's services, from their generated descriptors (every method, every shape)."""
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+"""As the runtime and its client allow: a proxied message must fit both ends."""
 PUMP_SETTLE_S = 2.0
 """How long a refused client stream may take to see the refusal before its reading is cancelled."""
-"""As the runtime and its client allow: a proxied message must fit both ends."""
+PROXY_VERB = "create"
+"""RBAC verb on sandboxsessions a proxied call's caller needs in the session's namespace: the
+one Claim and Connect (which hand out runtime tokens) need."""
+REFUSED_CODE = grpc.StatusCode.PERMISSION_DENIED
+"""The one answer for: no such session, not the caller's namespace, not the session's token."""
 
 CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -187,9 +205,17 @@ class RuntimeProxy(_GenericHandler):
     """A generic handler for every proxied method; add it to the gateway's grpc.aio server."""
 
     def __init__(
-        self, routes: SessionRoutes, channels: ChannelCache, metrics: GatewayMetrics
+        self,
+        routes: SessionRoutes,
+        channels: ChannelCache,
+        metrics: GatewayMetrics,
+        auth: Authenticator,
+        namespaces: tuple[str, ...] = (),
     ) -> None:
         self._routes = routes
+        self._auth = auth
+        self._namespaces = namespaces
+        """Served namespaces (empty: all); a call naming another is refused unreviewed."""
         self._channels = channels
         self._metrics = metrics
         self._handlers = {
@@ -292,20 +318,11 @@ class RuntimeProxy(_GenericHandler):
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"{GATEWAY_SESSION_METADATA}: {named!r} is not '<namespace>/<name>'",
             )
-        try:
-            route = await self._routes.resolve(namespace, name)
-        except (KubeError, ValueError) as error:
-            log.warning("gateway_route_lookup_failed", session=named, error=str(error))
-            raise ProxyRefusal(
-                grpc.StatusCode.UNAVAILABLE,
-                f"cannot look up session {named} now (the Kubernetes API server did not "
-                "answer); try again shortly",
-            ) from error
+        await self._authorize(metadata, namespace, named)
+        route = await self._routes.resolve(namespace, name)
         if route is None:
-            raise ProxyRefusal(
-                grpc.StatusCode.NOT_FOUND,
-                f"no session {named}: it was deleted or never existed",
-            )
+            log.debug("gateway_proxy_refused", session=named, reason="no_session")
+            raise refused(named)
         if route.finished:
             raise ProxyRefusal(
                 grpc.StatusCode.FAILED_PRECONDITION,
@@ -319,6 +336,47 @@ class RuntimeProxy(_GenericHandler):
                 "try again when Connect says it is Ready",
             )
         return route
+
+    async def _authorize(
+        self, metadata: Iterable[tuple[str, Any]], namespace: str, named: str
+    ) -> None:
+        """The caller's Kubernetes token is valid and RBAC lets it use sessions in the
+        namespace. What it says depends on the token only, never on the session's name."""
+        try:
+            token = bearer_token(metadata, CALLER_METADATA)
+            caller = await self._auth.authenticate(token)
+        except Unauthenticated as error:
+            self._metrics.auth_failed("unauthenticated")
+            raise ProxyRefusal(grpc.StatusCode.UNAUTHENTICATED, str(error)) from None
+        except AuthUnavailable as error:
+            self._metrics.auth_failed("unavailable")
+            raise ProxyRefusal(grpc.StatusCode.UNAVAILABLE, str(error)) from None
+        try:
+            check_namespace(namespace, self._namespaces)
+        except InvalidRequest:
+            # No review of a namespace that cannot hold a served session: the same answer.
+            self._metrics.auth_failed("denied")
+            log.debug("gateway_proxy_refused", session=named, reason="not_served")
+            raise refused(named) from None
+        try:
+            await self._auth.authorize(caller, PROXY_VERB, namespace)
+        except PermissionDenied as error:
+            self._metrics.auth_failed("denied")
+            log.debug("gateway_proxy_refused", session=named, reason="denied", error=str(error))
+            raise refused(named) from None
+        except AuthUnavailable as error:
+            self._metrics.auth_failed("unavailable")
+            raise ProxyRefusal(grpc.StatusCode.UNAVAILABLE, str(error)) from None
+
+
+def refused(named: str) -> ProxyRefusal:
+    """The one refusal for a session that does not exist, is in a namespace the caller may
+    not use, or whose runtime token the call does not carry: same code, same message."""
+    return ProxyRefusal(
+        REFUSED_CODE,
+        f"session {named} is not available to this caller: no such session, no right to "
+        "use sessions in its namespace, or not its runtime token (from Claim or Connect)",
+    )
 
 
 def _forwarded(context: grpc.aio.ServicerContext[Any, Any]) -> Sequence[tuple[str, str | bytes]]:
@@ -338,8 +396,15 @@ async def _abort_upstream(
     context: grpc.aio.ServicerContext[Any, Any], error: grpc.aio.AioRpcError, route: Route
 ) -> None:
     """End the call as upstream ended it: same code, details and trailers; a pod that does
-    not answer at all gets a message that says so."""
+    not answer at all gets a message that says so, a runtime token the runtime refuses the
+    proxy's own refusal (a wrong token must read as a wrong name)."""
     code, details = error.code(), error.details() or ""
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        log.debug(
+            "gateway_proxy_refused", session=f"{route.namespace}/{route.name}", reason="token"
+        )
+        refusal = refused(f"{route.namespace}/{route.name}")
+        await context.abort(refusal.code, refusal.details)
     if code == grpc.StatusCode.UNAVAILABLE and any(p in details.lower() for p in _NO_CONNECTION):
         details = (
             f"sandbox {route.namespace}/{route.name} (pod {route.pod or '?'} at "

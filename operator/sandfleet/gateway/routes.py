@@ -2,8 +2,10 @@
 
 The proxy asks it for every call, so answers come from memory: the gateway's own claims are
 known the moment they are made, everything else arrives through one list+watch (per served
-namespace). A session the index does not know yet (claimed through another replica a moment
-ago) costs one GET.
+namespace). A session the index does not know (yet) costs no API request: the lookup waits a
+moment for the watch (a session claimed through another replica an instant ago), then says
+there is none; a claimed pod's address the status lacks comes from the claimer's pod index.
+Unknown names are free for the API server whoever sends them.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from typing import Any
 
 from sandfleet.api import API_VERSION, RUNTIME_PORT, SESSION_PLURAL, Annotation, Phase
 from sandfleet.gateway.claim_types import Claimed
-from sandfleet.kube import KubeClient, NotFoundError, resource_path
+from sandfleet.kube import KubeClient
 from sandfleet.kube.mirror import feed_mirror
 from sandfleet.logs import get_logger
 
 log = get_logger(__name__)
 
+MISS_WAIT_S = 2.0
+"""How long a lookup of a session the index does not know waits for the watch to bring it."""
 CLAIM_GRACE_S = 60.0
 """A session this replica claimed stays routable this long even if a relist lacks it: the
 list may have been answered before the session was created."""
@@ -91,9 +95,20 @@ class SessionRoutes:
     session was deleted, finished, or moved): the proxy closes its channel there.
     """
 
-    def __init__(self, kube: KubeClient, namespaces: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        namespaces: Iterable[str] = (),
+        *,
+        pod_address: Callable[[str, str], str | None] = lambda namespace, pod: None,
+        miss_wait_s: float = MISS_WAIT_S,
+    ) -> None:
         self._kube = kube
         self._scopes: list[str | None] = list(namespaces) or [None]
+        self._pod_address = pod_address
+        """(namespace, pod) -> the runtime's host:port from a watch-fed pod index, or None."""
+        self._miss_wait_s = miss_wait_s
+        self._waiters: dict[tuple[str, str], list[asyncio.Future[None]]] = {}
         self._routes: dict[tuple[str, str], Route] = {}
         self._active: collections.Counter[str] = collections.Counter()
         self.on_gone: Callable[[str], None] = lambda address: None
@@ -129,30 +144,31 @@ class SessionRoutes:
         self._put(route)
 
     async def resolve(self, namespace: str, name: str) -> Route | None:
-        """The session's route; one GET when the index does not know it (None: no such
-        session). Raises the KubeError of that GET when the API server cannot answer."""
-        route = self._routes.get((namespace, name))
-        if route is not None:
-            return route
-        path = resource_path(API_VERSION, SESSION_PLURAL, namespace, name)
-        try:
-            session = await self._kube.get(path)
-        except NotFoundError:
-            return None
-        route = route_from_session(session)
-        if route.address is None and route.pod and not route.finished:
-            # Claimed by another replica a moment ago: the operator has not written the
-            # pod's IP into the status yet, the pod has it already.
-            pod_path = resource_path("v1", "pods", namespace, route.pod)
+        """The session's route from memory; None when there is no such session. A name the
+        index does not know waits (at most `miss_wait_s`) for the watch, never asks the API
+        server: a miss costs every caller the same, and the API server nothing."""
+        key = (namespace, name)
+        route = self._routes.get(key)
+        if route is None and self._miss_wait_s > 0:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.setdefault(key, []).append(waiter)
             try:
-                pod = await self._kube.get(pod_path)
-            except NotFoundError:
-                return route
-            pod_ip = (pod.get("status") or {}).get("podIP")
-            if pod_ip:
-                route = dataclasses.replace(route, address=f"{pod_ip}:{RUNTIME_PORT}")
-        # The watch may have delivered it while we waited: what it says is newer.
-        return self._routes.setdefault((namespace, name), route)
+                await asyncio.wait_for(waiter, self._miss_wait_s)
+            except TimeoutError:
+                pass
+            finally:
+                waiting = self._waiters.get(key, [])
+                if waiter in waiting:
+                    waiting.remove(waiter)
+                if not waiting:
+                    self._waiters.pop(key, None)
+            route = self._routes.get(key)
+        if route is None or route.address is not None or not route.pod or route.finished:
+            return route
+        # Claimed by another replica a moment ago: the operator has not written the pod's
+        # IP into the status yet; the claimer's pod index has it.
+        address = self._pod_address(namespace, route.pod)
+        return dataclasses.replace(route, address=address) if address else route
 
     # --- feeding ---------------------------------------------------------------------------
     def apply(self, event_type: str, session: dict[str, Any]) -> None:
@@ -189,6 +205,9 @@ class SessionRoutes:
         if route.holds_quota:
             self._active[route.namespace] += 1
         self._routes[key] = route
+        for waiter in self._waiters.pop(key, ()):
+            if not waiter.done():
+                waiter.set_result(None)
         if (
             previous is not None
             and previous.address

@@ -38,6 +38,10 @@ class Claimer(ClaimPath, Protocol):
 
     async def stop(self) -> None: ...
 
+    def pod_address(self, namespace: str, pod: str) -> str | None:
+        """A sandbox pod's runtime host:port from the claimer's watch-fed pod index."""
+        ...
+
 
 class GatewayServer:
     """The gateway, startable in-process: `await start()`, `port`, `await stop()`.
@@ -61,7 +65,12 @@ class GatewayServer:
         self.kube = kube
         self.claimer = claimer
         self.metrics = metrics or GatewayMetrics()
-        self.routes = SessionRoutes(kube, settings.namespaces)
+        self.routes = SessionRoutes(
+            kube,
+            settings.namespaces,
+            pod_address=claimer.pod_address,
+            miss_wait_s=settings.route_wait_seconds,
+        )
         self.channels = ChannelCache()
         self.routes.on_gone = self.channels.evict
         self.metrics.open_sessions = self.routes.active_by_namespace
@@ -126,7 +135,10 @@ class GatewayServer:
             namespaces=tuple(self.settings.namespaces),
         )
         gateway_service_pb2_grpc.add_GatewayServiceServicer_to_server(servicer, server)
-        server.add_generic_rpc_handlers((RuntimeProxy(self.routes, self.channels, self.metrics),))
+        proxy = RuntimeProxy(
+            self.routes, self.channels, self.metrics, self.auth, tuple(self.settings.namespaces)
+        )
+        server.add_generic_rpc_handlers((proxy,))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         return server
 
@@ -151,6 +163,7 @@ class GatewayServer:
                 lambda: self.ready,
                 self.settings.http_host,
                 self.settings.http_port,
+                self.auth,
             )
         )
         self._http = http

@@ -55,13 +55,18 @@ class GatewaySettings(BaseSettings):
     """How long a ledger reservation counts: long enough for a claim to create its sessions
     and for every replica's watch to show them."""
 
-    token_review_ttl_seconds: float = Field(default=30.0, ge=0)
-    """How long an accepted bearer token is trusted without asking the API server again."""
+    token_review_ttl_seconds: float = Field(default=5.0, ge=0)
+    """How long an accepted bearer token is trusted without asking the API server again: a
+    revoked token keeps working here this long after the API server refuses it, so keep it
+    below the API server's own token cache (kube-apiserver caches accepted tokens 10 s)."""
     token_review_negative_ttl_seconds: float = Field(default=5.0, ge=0)
     """How long a refused token stays refused: a retry storm with a bad token costs little."""
     access_review_ttl_seconds: float = Field(default=10.0, ge=0)
     """How long an RBAC answer (per user, groups, verb, namespace) is reused."""
     auth_cache_entries: int = Field(default=10_000, ge=1)
+    route_wait_seconds: float = Field(default=2.0, ge=0)
+    """How long a proxied call naming a session the watch has not brought (yet) waits for it
+    (a session claimed through another replica an instant ago) before it is refused."""
 
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None

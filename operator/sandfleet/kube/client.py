@@ -332,16 +332,19 @@ class KubeClient:
         params: Mapping[str, str] | None = None,
         timeout: aiohttp.ClientTimeout | None = None,
         what: str = "GET",
+        headers: Mapping[str, str] | None = None,
     ) -> aiohttp.ClientResponse:
         """GET `path` and hand back the response unread, whatever its status, for a body the
         caller streams (watch, a trajectory through the service proxy). A 401 refreshes the
         credentials and asks once more. Not rate limited; close the response when done.
-        """
-        response = await self._get_response(path, params, timeout, what=what)
+        `headers` go along (never Authorization: that is the credentials')."""
+        response = await self._get_response(path, params, timeout, what=what, extra=headers)
         if response.status == 401:
             response.close()
             log.info("kube_credentials_rejected", method=what, path=path)
-            response = await self._get_response(path, params, timeout, what=what, refresh=True)
+            response = await self._get_response(
+                path, params, timeout, what=what, refresh=True, extra=headers
+            )
         return response
 
     async def _get_response(
@@ -352,8 +355,9 @@ class KubeClient:
         *,
         what: str,
         refresh: bool = False,
+        extra: Mapping[str, str] | None = None,
     ) -> aiohttp.ClientResponse:
-        headers = await self._headers(None, refresh=refresh)
+        headers = {**(extra or {}), **await self._headers(None, refresh=refresh)}
         try:
             return await self._open().request(
                 "GET",

@@ -17,6 +17,7 @@ import kopf
 
 from sandfleet.api.session_tokens import read_session_key
 from sandfleet.kube import KubeClient, KubeConfig
+from sandfleet.kube.access_review import Authenticator
 from sandfleet.logs import configure_logging, get_logger
 from sandfleet.operator.context import OperatorContext
 from sandfleet.operator.http_api import build_http_app, serve_http
@@ -83,7 +84,8 @@ def build_context(settings: OperatorSettings, kube: KubeClient) -> OperatorConte
 
 
 async def _serve_http_forever(ctx: OperatorContext) -> None:
-    app = build_http_app(ctx.store, ctx.metrics.render)
+    auth = Authenticator(ctx.kube, server="the operator")
+    app = build_http_app(ctx.store, ctx.metrics.render, auth)
     settings = ctx.settings
     async with serve_http(app, settings.http_host, settings.http_port) as server:
         log.info("operator_http_serving", url=server.url)

@@ -1,4 +1,12 @@
-"""The operator's HTTP port: Prometheus metrics, trajectories by session, and a health check."""
+"""The operator's HTTP port: Prometheus metrics, trajectories by session, and a health check.
+
+Every route but /healthz wants a Kubernetes bearer token (in `Authorization`, or in
+`X-Sandfleet-Authorization` through the API server's service proxy, which strips the
+former) and asks the API server about it, as the gateway does: a trajectory needs `get
+sandboxsessions` in its namespace, /metrics `get` on the non-resource URL /metrics (as
+controller-runtime's metrics endpoints do). No token or a refused one answers 401 whatever
+the path; a trajectory the caller may not read answers exactly as one that does not exist.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,7 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import hdrs, web
 
+from sandfleet.api import CALLER_AUTHORIZATION, GROUP, SESSION_PLURAL
 from sandfleet.api.trajectories import (
     NDJSON,
     ROUTE,
@@ -18,9 +27,15 @@ from sandfleet.api.trajectories import (
     validate_namespace,
     validate_uid,
 )
+from sandfleet.kube.access_review import (
+    METRICS_ACCESS,
+    Authenticator,
+    ResourceAccess,
+    http_refusal,
+)
 from sandfleet.logs import get_logger
 from sandfleet.operator.trajectory_store import TrajectoryStore
-from sandfleet.trajectory_files import read_chunks, snapshot
+from sandfleet.trajectory_files import TrajectorySnapshot, read_chunks, snapshot
 
 log = get_logger(__name__)
 
@@ -32,15 +47,24 @@ _SHUTDOWN_TIMEOUT_S = 5.0
 """How long stopping waits for responses in flight (a big trajectory to a slow reader)."""
 
 
-def build_http_app(store: TrajectoryStore, metrics_render: MetricsRender) -> web.Application:
+_TOKEN_HEADERS = (CALLER_AUTHORIZATION, hdrs.AUTHORIZATION)
+"""Where a request's bearer token may be: the service proxy strips Authorization, and passes
+X-Sandfleet-Authorization on."""
+
+
+def build_http_app(
+    store: TrajectoryStore, metrics_render: MetricsRender, auth: Authenticator
+) -> web.Application:
     """Routes: GET /metrics, GET /trajectories/{namespace}/{name}[?uid=UID], GET /healthz.
 
     A trajectory response streams the file's whole records as they were when the request
     arrived (Content-Length set, memory per response about one read chunk); errors are JSON
     {"error": message}: 400 for a namespace, name or uid that is not a Kubernetes name,
-    404 when no trajectory is stored.
+    401 without an accepted token, 404 when no trajectory is stored or the caller may not
+    get sandboxsessions in that namespace (one answer), 403 for /metrics without RBAC, 503
+    when the API server cannot review the token now.
     """
-    handlers = _Handlers(store, metrics_render)
+    handlers = _Handlers(store, metrics_render, auth)
     app = web.Application()
     app.router.add_get("/healthz", handlers.healthz)
     app.router.add_get("/metrics", handlers.metrics)
@@ -79,17 +103,53 @@ async def serve_http(
 
 
 class _Handlers:
-    def __init__(self, store: TrajectoryStore, metrics_render: MetricsRender) -> None:
+    def __init__(
+        self, store: TrajectoryStore, metrics_render: MetricsRender, auth: Authenticator
+    ) -> None:
         self._store = store
         self._metrics_render = metrics_render
+        self._auth = auth
 
     async def healthz(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
 
     async def metrics(self, request: web.Request) -> web.Response:
+        refusal = await http_refusal(self._auth, request.headers, METRICS_ACCESS, _TOKEN_HEADERS)
+        if refusal is not None:
+            return _refused(*refusal)
         body, content_type = self._metrics_render()
         # Set as a header: aiohttp's content_type argument refuses the "; charset=" part.
         return web.Response(body=body, headers={"Content-Type": content_type})
+
+    async def _trajectory_refusal(
+        self, request: web.Request, namespace: str, which: str
+    ) -> web.Response | None:
+        """None when the caller may get sandboxsessions in `namespace`, else the answer."""
+        access = ResourceAccess("get", GROUP, SESSION_PLURAL, namespace)
+        refusal = await http_refusal(self._auth, request.headers, access, _TOKEN_HEADERS)
+        if refusal is None:
+            return None
+        status, message = refusal
+        if status == 403:
+            # The same answer as a session without a trajectory: a caller without the right
+            # learns nothing of which names exist in that namespace.
+            log.info("trajectory_denied", which=which, reason=message)
+            return _error(404, f"no trajectory stored for {which}")
+        return _refused(status, message)
+
+    async def _snapshot(
+        self, namespace: str, name: str, uid: str | None
+    ) -> TrajectorySnapshot | None:
+        if uid is None:
+            path = await self._store.latest(namespace, name)
+        else:
+            path = await self._store.path(namespace, name, uid)
+        if path is None:
+            return None
+        try:
+            return await snapshot(path)
+        except FileNotFoundError:  # pruned between the lookup and now
+            return None
 
     async def trajectory(self, request: web.Request) -> web.StreamResponse:
         namespace = request.match_info["namespace"]
@@ -102,16 +162,12 @@ class _Handlers:
                 validate_uid(uid)
         except TrajectoryNameError as error:
             return _error(400, str(error))
-        if uid is None:
-            path = await self._store.latest(namespace, name)
-        else:
-            path = await self._store.path(namespace, name, uid)
         which = f"session {namespace}/{name}" + (f" uid {uid}" if uid else "")
-        if path is None:
-            return _error(404, f"no trajectory stored for {which}")
-        try:
-            trajectory = await snapshot(path)
-        except FileNotFoundError:  # pruned between the lookup and now
+        refusal = await self._trajectory_refusal(request, namespace, which)
+        if refusal is not None:
+            return refusal
+        trajectory = await self._snapshot(namespace, name, uid)
+        if trajectory is None:
             return _error(404, f"no trajectory stored for {which}")
         response = web.StreamResponse(headers={UID_HEADER: trajectory.uid})
         response.content_type = NDJSON
@@ -143,3 +199,10 @@ class _Handlers:
 
 def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
+
+
+def _refused(status: int, message: str) -> web.Response:
+    response = _error(status, message)
+    if status == 401:
+        response.headers[hdrs.WWW_AUTHENTICATE] = "Bearer"
+    return response

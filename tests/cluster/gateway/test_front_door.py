@@ -11,12 +11,9 @@ session lives on and is reached again through another replica.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -27,71 +24,19 @@ from sandfleet.errors import (
     SandboxLostError,
     SandfleetError,
 )
-from sandfleet.gateway.server import GatewayServer
-from sandfleet.gateway.settings import GatewaySettings
-from sandfleet.kube import KubeClient, KubeConfig
-from tests.cluster.cluster_access import ClusterUnderTest
+from tests.cluster.gateway.conftest import StartGateway, until_claimable
 from tests.cluster.gateway.test_claims import create_pool
 from tests.cluster.gateway_clients import tenant_token
 from tests.cluster.kube_api import KubeApi
 from tests.cluster.operator_harness import (
-    OPERATOR_NAMESPACE,
     POOLS,
     SESSIONS,
-    OperatorProcess,
     phase_is,
-    service_account_kubeconfig,
     wait_no_leftovers,
     wait_session,
 )
 
 pytestmark = pytest.mark.cluster
-
-GATEWAY_ACCOUNT = "sandfleet-gateway"
-StartGateway = Callable[..., Awaitable[GatewayServer]]
-
-
-@pytest.fixture
-async def start_gateway(
-    cluster_under_test: ClusterUnderTest,
-    kube: KubeApi,
-    operator: OperatorProcess,
-    session_key: bytes,
-    tmp_path: Path,
-) -> AsyncIterator[StartGateway]:
-    """Gateway replicas on 127.0.0.1 as the gateway's ServiceAccount, stopped after the test."""
-    kubeconfig = service_account_kubeconfig(
-        kube, cluster_under_test.kubeconfig, OPERATOR_NAMESPACE, GATEWAY_ACCOUNT,
-        tmp_path / "gateway.kubeconfig",
-    )  # fmt: skip
-    key_file = tmp_path / "session-key"
-    key_file.write_bytes(session_key)
-    running: list[tuple[GatewayServer, KubeClient]] = []
-
-    async def start(**settings: Any) -> GatewayServer:
-        from sandfleet.gateway.__main__ import build_claimer
-
-        values: dict[str, Any] = {
-            "host": "127.0.0.1", "port": 0, "http_host": "127.0.0.1", "http_port": 0,
-            "replica": f"gateway-{len(running)}", "session_key_file": key_file,
-            "shutdown_grace_seconds": 1.0,
-        }  # fmt: skip
-        gateway_settings = GatewaySettings(**(values | settings))
-        client = KubeClient(KubeConfig.load(kubeconfig))
-        server = GatewayServer(
-            gateway_settings,
-            kube=client,
-            claimer=build_claimer(client, gateway_settings, session_key),
-        )
-        await server.start()
-        running.append((server, client))
-        return server
-
-    yield start
-    for server, client in running:
-        with contextlib.suppress(Exception):
-            await server.stop(grace_s=0)
-        await client.close()
 
 
 async def wait_gone(kube: KubeApi, path: str, timeout_s: float = 30) -> None:
@@ -99,15 +44,6 @@ async def wait_gone(kube: KubeApi, path: str, timeout_s: float = 30) -> None:
     while (await kube.request("GET", path)).status != 404:
         if time.monotonic() > deadline:
             raise AssertionError(f"{path} still exists after {timeout_s}s")
-        await asyncio.sleep(0.2)
-
-
-async def until_claimable(gateway: GatewayServer, namespace: str, pool: str, count: int) -> None:
-    deadline = time.monotonic() + 120
-    idle = gateway.claimer.idle  # type: ignore[attr-defined]
-    while len(idle.candidates(namespace, pool)) < count:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"pool {namespace}/{pool} never had {count} warm pods")
         await asyncio.sleep(0.2)
 
 

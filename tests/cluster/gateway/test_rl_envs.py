@@ -19,18 +19,14 @@ from sandfleet.rl import EnvConfig, Observation, SandboxEnvBatch
 from sandfleet.sandbox import ClusterSandbox, Sandbox
 from sandfleet.sandbox_core import SandboxCore
 from sandfleet.tool_calls import ToolCall
-from tests.cluster.gateway import test_front_door as front_door
-from tests.cluster.gateway.conftest import MakeClaimer
+from tests.cluster.gateway.conftest import MakeClaimer, StartGateway, until_claimable
 from tests.cluster.gateway.test_claims import create_pool, pool_pods, spec, until_warm
-from tests.cluster.gateway.test_front_door import StartGateway, until_claimable, wait_gone
+from tests.cluster.gateway.test_front_door import wait_gone
 from tests.cluster.gateway_clients import tenant_token
 from tests.cluster.kube_api import KubeApi
 from tests.cluster.operator_harness import POOLS, SESSIONS, OperatorProcess, wait_no_leftovers
 
 pytestmark = pytest.mark.cluster
-
-start_gateway = front_door.start_gateway
-"""Gateway replicas on 127.0.0.1 (the front-door tests' fixture)."""
 
 
 def bash(command: str) -> ToolCall:

@@ -5,16 +5,17 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests.cluster.gateway_clients import tenant_token
 from tests.cluster.kube_api import KubeApi
 from tests.cluster.operator_harness import (
     OperatorProcess,
     condition,
     create_session,
+    fetch_trajectory,
     phase_is,
     wait_no_leftovers,
     wait_session,
@@ -26,12 +27,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 def agent_spec(model: ScriptedOpenAIServer, **extra: object) -> dict[str, object]:
     return {"model": "scripted", "baseURL": model.base_url, "prompt": "write 42", **extra}
-
-
-def fetch_trajectory(operator: OperatorProcess, ns: str, name: str) -> list[dict[str, object]]:
-    url = f"{operator.http_url}/trajectories/{ns}/{name}"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return [json.loads(line) for line in response.read().decode().splitlines()]
 
 
 async def test_a_managed_session_runs_to_succeeded_and_its_sandbox_is_reclaimed(
@@ -62,18 +57,19 @@ async def test_a_managed_session_runs_to_succeeded_and_its_sandbox_is_reclaimed(
     assert status["agent"]["answerFromFile"] is True
     assert status["agent"]["promptTokens"] == 30
     assert status["observedGeneration"] == body["metadata"]["generation"]
-    kinds = [r["kind"] for r in fetch_trajectory(operator, namespace, "solve")]
+    token = await tenant_token(kube, namespace)
+    kinds = [r["kind"] for r in fetch_trajectory(operator, namespace, "solve", token)]
     assert kinds[0] == "meta"
     assert kinds[-1] == "result"
     await wait_no_leftovers(kube, namespace)
     # The sandbox is gone; the trajectory is not: the CLI fetches it from the operator.
     cli = await asyncio.create_subprocess_exec(
         str(Path(sys.executable).with_name("sandfleet")), "trajectory", "solve",
-        "-n", namespace, "--operator-url", operator.http_url,
-        stdout=asyncio.subprocess.PIPE,
+        "-n", namespace, "--operator-url", operator.http_url, "--token", token,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    stdout, _ = await asyncio.wait_for(cli.communicate(), 60)
-    assert cli.returncode == 0
+    stdout, stderr = await asyncio.wait_for(cli.communicate(), 60)
+    assert cli.returncode == 0, stderr.decode()
     records = [json.loads(line) for line in stdout.decode().splitlines()]
     assert records[-1]["stop_reason"] == "submitted"
 
@@ -88,7 +84,7 @@ async def test_an_endpoint_that_keeps_failing_fails_the_session_after_the_sdk_re
         assert len(model.requests) == 3  # the first try and the SDK's two retries
     assert body["status"]["phase"] == "Failed"
     assert condition(body, "Completed")["reason"] == "ModelError"
-    records = fetch_trajectory(operator, namespace, "flaky")
+    records = fetch_trajectory(operator, namespace, "flaky", await tenant_token(kube, namespace))
     assert records[-1]["stop_reason"] == "model_error"
     await wait_no_leftovers(kube, namespace)
 
@@ -123,6 +119,6 @@ async def test_sampling_knobs_reach_the_endpoint_and_prose_replies_end_with_no_t
     assert status["agent"]["stopReason"] == "no_tool_call"
     assert status["agent"]["result"] == "It is 42."
     assert status["agent"]["answerFromFile"] is False  # the prose, not an answer file
-    records = fetch_trajectory(operator, namespace, "prose")
+    records = fetch_trajectory(operator, namespace, "prose", await tenant_token(kube, namespace))
     assert records[-1]["stop_reason"] == "no_tool_call"
     await wait_no_leftovers(kube, namespace)

@@ -7,18 +7,18 @@ is a pod. Needs both tiers: the test cluster and the model cache (tests/model/se
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.cluster.gateway_clients import tenant_token
 from tests.cluster.kube_api import KubeApi
 from tests.cluster.operator_harness import (
     OperatorProcess,
     condition,
     create_session,
+    fetch_trajectory,
     phase_is,
     wait_no_leftovers,
     wait_session,
@@ -46,12 +46,6 @@ def model_on_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelSer
         unavailable(str(error))
 
 
-def fetch_trajectory(operator: OperatorProcess, ns: str, name: str) -> list[dict[str, object]]:
-    url = f"{operator.http_url}/trajectories/{ns}/{name}"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return [json.loads(line) for line in response.read().decode().splitlines()]
-
-
 async def test_a_managed_session_with_the_real_model_runs_its_tool_calls_in_the_pod(
     kube: KubeApi, namespace: str, operator: OperatorProcess, model_on_host: ModelServer
 ) -> None:
@@ -74,7 +68,9 @@ async def test_a_managed_session_with_the_real_model_runs_its_tool_calls_in_the_
     assert status["phase"] == "Succeeded", status
     assert condition(body, "Completed")["reason"] == "Submitted"
     assert status["agent"]["turns"] >= 2 and status["agent"]["promptTokens"] > 0
-    records = fetch_trajectory(operator, namespace, "real-model")
+    records = fetch_trajectory(
+        operator, namespace, "real-model", await tenant_token(kube, namespace)
+    )
     calls = [r for r in records if r["kind"] == "tool_call"]
     observations = {r["call_id"]: r for r in records if r["kind"] == "observation"}
     bash_calls = [c for c in calls if c["name"] == "execute_bash"]

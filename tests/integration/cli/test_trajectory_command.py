@@ -15,9 +15,11 @@ import pytest
 from sandfleet.agent.trajectory import TrajectoryWriter
 from sandfleet.api.trajectories import TrajectoryNameError, trajectory_path
 from sandfleet.cli.trajectory import service_proxy_path
+from sandfleet.kube.access_review import Authenticator
 from sandfleet.operator.http_api import RunningHttpServer, build_http_app, serve_http
 from sandfleet.operator.trajectory_store import DirectoryTrajectoryStore
 from tests.integration.cli.harness import cli_environment, run_cli
+from tests.support.gateway_api import running_api
 from tests.support.kube_exec_plugin import ExecPlugin, write_kubeconfig
 
 pytestmark = pytest.mark.integration
@@ -33,9 +35,13 @@ def store(tmp_path: Path) -> DirectoryTrajectoryStore:
     return DirectoryTrajectoryStore(tmp_path / "trajectories")
 
 
+READER = "system:serviceaccount:team-a:reader"
+
+
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    return cli_environment(tmp_path / "home")
+    """The CLI's environment, with a token the operator's stand-in API server accepts."""
+    return cli_environment(tmp_path / "home", SANDFLEET_GATEWAY_TOKEN="reader-token")
 
 
 @pytest.fixture
@@ -43,8 +49,12 @@ async def operator(store: DirectoryTrajectoryStore) -> AsyncIterator[RunningHttp
     def no_metrics() -> tuple[bytes, str]:
         return b"", "text/plain"
 
-    async with serve_http(build_http_app(store, no_metrics), "127.0.0.1", 0) as running:
-        yield running
+    async with running_api() as (api, kube):
+        api.accept("reader-token", READER)
+        api.allow(READER, "get", "team-a")
+        app = build_http_app(store, no_metrics, Authenticator(kube, server="the operator"))
+        async with serve_http(app, "127.0.0.1", 0) as running:
+            yield running
 
 
 def write_run(
@@ -254,6 +264,19 @@ async def test_the_operators_404_exits_1_with_its_message(
     assert "answered 404: no trajectory stored for session team-a/ghost" in result.stderr
 
 
+async def test_a_token_the_operator_refuses_exits_1_and_says_which_token_it_wants(
+    tmp_path: Path, env: dict[str, str], operator: RunningHttpServer
+) -> None:
+    result = await run_cli(
+        "trajectory", "s1", "-n", "team-a", "--operator-url", operator.url, "--token", "stolen",
+        env=env, cwd=tmp_path,
+    )  # fmt: skip
+
+    assert result.returncode == 1, result
+    assert "answered 401: the token was not accepted" in result.stderr
+    assert "--token or SANDFLEET_GATEWAY_TOKEN" in result.stderr
+
+
 async def test_an_unreachable_operator_exits_1_and_says_so(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
@@ -310,10 +333,13 @@ async def test_through_the_api_server_an_exec_plugin_kubeconfig_authenticates(
 
     plugin = ExecPlugin(tmp_path)
     seen: list[str | None] = []
+    passed_on: list[str | None] = []
     body = b'{"kind": "meta", "task_id": "s1"}\n'
+    env = {key: value for key, value in env.items() if key != "SANDFLEET_GATEWAY_TOKEN"}
 
     async def proxy(request: web.Request) -> web.Response:
         seen.append(request.headers.get("Authorization"))
+        passed_on.append(request.headers.get("X-Sandfleet-Authorization"))
         if request.headers.get("Authorization") != "Bearer exec-token-1":
             return web.json_response({"kind": "Status", "code": 401}, status=401)
         return web.Response(body=body, headers={"X-Sandfleet-Run-Uid": UID_NEW})
@@ -341,6 +367,9 @@ async def test_through_the_api_server_an_exec_plugin_kubeconfig_authenticates(
     assert result.returncode == 0, result
     assert result.stdout.encode() == body
     assert seen == ["Bearer exec-token-1"]
+    # The API server drops Authorization on its way to the operator: the caller's token
+    # goes along in the header it passes on.
+    assert passed_on == ["Bearer exec-token-1"]
     assert failed.returncode == 2, failed
     assert failed.stderr.strip().splitlines() == [
         "error: no usable Kubernetes configuration: kubeconfig context 'test': "

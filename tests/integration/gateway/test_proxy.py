@@ -71,10 +71,23 @@ class Gateway:
         return list(response.sandboxes)
 
 
+CALLER = ("x-sandfleet-authorization", f"Bearer {USER_TOKEN}")
+"""The caller's Kubernetes token, which every proxied call carries too."""
+
+
 def session_metadata(sandbox: gateway_pb.ClaimedSandbox, token: str | None = None) -> Metadata:
     return (
         ("authorization", f"Bearer {token or sandbox.token}"),
         (GATEWAY_SESSION_METADATA, f"{sandbox.namespace}/{sandbox.name}"),
+        CALLER,
+    )
+
+
+def refusal(session: str) -> str:
+    """The proxy's one answer for an unknown session, a foreign namespace, a wrong token."""
+    return (
+        f"session {session} is not available to this caller: no such session, no right to "
+        "use sessions in its namespace, or not its runtime token (from Claim or Connect)"
     )
 
 
@@ -196,7 +209,9 @@ async def test_editor_calls_and_stats_pass_through(gw: Gateway) -> None:
     assert stats.uptime_seconds > 0
 
 
-async def test_a_wrong_token_gets_the_runtimes_own_refusal(gw: Gateway) -> None:
+async def test_a_wrong_token_gets_the_proxys_one_refusal(gw: Gateway) -> None:
+    """The runtime refuses the token (UNAUTHENTICATED); the caller sees what an unknown
+    session gets, so a wrong token tells nothing a wrong name would not."""
     (sandbox,) = await gw.claim()
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await gw.bash.RunCommand(
@@ -204,36 +219,49 @@ async def test_a_wrong_token_gets_the_runtimes_own_refusal(gw: Gateway) -> None:
             metadata=session_metadata(sandbox, token="not-the-session-token"),
             timeout=10,
         )
-    direct = grpc.aio.insecure_channel(f"127.0.0.1:{gw.runtimes[0][0].port}")
-    try:
-        with pytest.raises(grpc.aio.AioRpcError) as direct_refusal:
-            await bash_grpc.BashServiceStub(direct).RunCommand(
-                bash_pb.RunCommandRequest(command="true"),
-                metadata=(("authorization", "Bearer not-the-session-token"),),
-                timeout=10,
-            )
-    finally:
-        await direct.close()
-    assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
-    assert refused.value.details() == direct_refusal.value.details()
+    assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert refused.value.details() == refusal(f"team-a/{sandbox.name}")
 
 
-async def test_an_unknown_session_is_not_found_after_one_lookup(gw: Gateway) -> None:
-    metadata = (("authorization", "Bearer x"), (GATEWAY_SESSION_METADATA, "team-a/nope"))
+async def test_an_unknown_session_is_refused_from_the_index_without_a_lookup(
+    gw: Gateway,
+) -> None:
+    metadata = (("authorization", "Bearer x"), (GATEWAY_SESSION_METADATA, "team-a/nope"), CALLER)
     with pytest.raises(grpc.aio.AioRpcError) as missing:
         await gw.system.GetStats(system_pb.GetStatsRequest(), metadata=metadata, timeout=10)
-    assert missing.value.code() == grpc.StatusCode.NOT_FOUND
-    assert missing.value.details() == "no session team-a/nope: it was deleted or never existed"
-    path = "/apis/sandfleet.dev/v1alpha1/namespaces/team-a/sandboxsessions/nope"
-    assert gw.api.count("GET", path) == 1
+    assert missing.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert missing.value.details() == refusal("team-a/nope")
+    assert not [key for key in gw.api.requests if key[0] == "GET"]
+
+
+async def test_a_session_created_a_moment_after_the_call_is_waited_for(gw: Gateway) -> None:
+    """Claimed through another replica an instant ago: the watch brings it while the call
+    waits (bounded), and the claimer's pod index has its address."""
+    runtime, token, _ = gw.runtimes[1]
+    claimer = gw.server.claimer
+    assert isinstance(claimer, StandInClaimer)
+    claimer.pod_addresses[("team-a", "pod-late")] = f"127.0.0.1:{runtime.port}"
+    metadata = (
+        ("authorization", f"Bearer {token}"),
+        (GATEWAY_SESSION_METADATA, "team-a/late"),
+        CALLER,
+    )
+    call = asyncio.ensure_future(
+        gw.system.GetStats(system_pb.GetStatsRequest(), metadata=metadata, timeout=10)
+    )
+    await asyncio.sleep(0.3)
+    gw.api.put_session(session_object("team-a", "late", phase=None, pod="pod-late"))
+    stats = await call
+    assert stats.uptime_seconds > 0
+    assert not [key for key in gw.api.requests if key[0] == "GET"]
 
 
 @pytest.mark.parametrize(
     ("metadata", "message"),
     [
-        ((("authorization", "Bearer x"),), "the call names no session"),
+        ((("authorization", "Bearer x"), CALLER), "the call names no session"),
         (
-            (("authorization", "Bearer x"), (GATEWAY_SESSION_METADATA, "no-slash")),
+            (("authorization", "Bearer x"), (GATEWAY_SESSION_METADATA, "no-slash"), CALLER),
             "'no-slash' is not '<namespace>/<name>'",
         ),
     ],
@@ -268,7 +296,7 @@ async def test_two_sessions_on_two_runtimes_are_never_crossed(gw: Gateway) -> No
             metadata=session_metadata(second, token=first.token),
             timeout=10,
         )
-    assert crossed.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert crossed.value.code() == grpc.StatusCode.PERMISSION_DENIED
 
 
 async def test_cancelling_the_call_cancels_it_upstream(gw: Gateway) -> None:
@@ -307,7 +335,11 @@ async def test_finished_and_starting_sessions_are_refused_with_their_phase(gw: G
         ("done", grpc.StatusCode.FAILED_PRECONDITION, "session team-a/done has ended"),
         ("slow", grpc.StatusCode.UNAVAILABLE, "session team-a/slow is not ready yet"),
     ]:
-        metadata = (("authorization", "Bearer x"), (GATEWAY_SESSION_METADATA, f"team-a/{name}"))
+        metadata = (
+            ("authorization", "Bearer x"),
+            (GATEWAY_SESSION_METADATA, f"team-a/{name}"),
+            CALLER,
+        )
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await gw.system.GetStats(system_pb.GetStatsRequest(), metadata=metadata, timeout=10)
         assert refused.value.code() == code
@@ -315,19 +347,18 @@ async def test_finished_and_starting_sessions_are_refused_with_their_phase(gw: G
 
 
 async def test_a_session_claimed_elsewhere_is_routed_from_its_pod(gw: Gateway) -> None:
-    """Claimed by another replica a moment ago: not on the watch yet, no status yet; the
-    route comes from one GET of the session and one of the pod its annotation names."""
+    """Claimed by another replica a moment ago: on the watch, no status yet; the address
+    comes from the claimer's pod index, not from the API server."""
+    claimer = gw.server.claimer
+    assert isinstance(claimer, StandInClaimer)
+    claimer.pod_addresses[("team-a", "pod-x")] = "x:50051"
     session = session_object("team-a", "elsewhere", phase=None)
     session["metadata"]["annotations"] = {"sandfleet.dev/claimed-pod": "pod-x"}
-    gw.api.sessions[("team-a", "elsewhere")] = session  # not announced on the watch
-    gw.api.pods[("team-a", "pod-x")] = {"metadata": {"name": "pod-x"}, "status": {"podIP": "x"}}
+    gw.api.put_session(session)
     route = await gw.server.routes.resolve("team-a", "elsewhere")
     assert route is not None and route.pod == "pod-x" and route.address == "x:50051"
     assert route.ready
-    assert await gw.server.routes.resolve("team-a", "elsewhere") == route  # now from memory
-    sessions = "/apis/sandfleet.dev/v1alpha1/namespaces/team-a/sandboxsessions/elsewhere"
-    assert gw.api.count("GET", sessions) == 1
-    assert gw.api.count("GET", "/api/v1/namespaces/team-a/pods/pod-x") == 1
+    assert not [key for key in gw.api.requests if key[0] == "GET"]
 
 
 async def test_a_pod_that_does_not_answer_is_unavailable_with_its_name(gw: Gateway) -> None:
@@ -358,4 +389,4 @@ async def test_a_deleted_session_closes_its_channel(gw: Gateway) -> None:
         await gw.system.GetStats(
             system_pb.GetStatsRequest(), metadata=session_metadata(sandbox), timeout=10
         )
-    assert missing.value.code() == grpc.StatusCode.NOT_FOUND
+    assert missing.value.code() == grpc.StatusCode.PERMISSION_DENIED

@@ -85,6 +85,7 @@ async def test_a_graceful_stop_lets_calls_in_flight_finish(tmp_path: Path) -> No
                 metadata = (
                     ("authorization", f"Bearer {sandbox.token}"),
                     (GATEWAY_SESSION_METADATA, f"team-a/{sandbox.name}"),
+                    ("x-sandfleet-authorization", "Bearer trainer-token"),
                 )
                 bash = bash_grpc.BashServiceStub(channel)
                 running = asyncio.ensure_future(

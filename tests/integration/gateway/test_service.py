@@ -26,6 +26,7 @@ from tests.support.gateway_server import StandInClaimer, running_gateway
 
 pytestmark = pytest.mark.integration
 
+SCRAPER = "system:serviceaccount:monitoring:prometheus"
 TRAINER = "system:serviceaccount:rl:trainer"
 AUTH = (("authorization", "Bearer trainer-token"),)
 
@@ -56,6 +57,8 @@ async def harness(sandboxes: int = 4, **settings: Any) -> AsyncIterator[Harness]
         api.allow(TRAINER, "create", "team-a")
         api.allow(TRAINER, "delete", "team-a")
         api.allow(TRAINER, "create", "team-b")
+        api.accept("scraper-token", SCRAPER)
+        api.allow_url(SCRAPER, "get", "/metrics")
         claimer = StandInClaimer(
             [(f"pod-{i}", f"127.0.0.1:{60000 + i}", f"token-{i}") for i in range(sandboxes)],
             workdir="/workspace",
@@ -247,12 +250,20 @@ async def test_metrics_health_and_readiness(h: Harness) -> None:
     assert answer.status == health_pb2.HealthCheckResponse.SERVING
 
 
-async def _get(h: Harness, path: str) -> str:
+async def _get(h: Harness, path: str, token: str = "scraper-token") -> str:
     async with (
-        aiohttp.ClientSession() as session,
+        aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as session,
         session.get(f"http://127.0.0.1:{h.server.http_port}{path}") as response,
     ):
         return await response.text()
+
+
+async def test_metrics_want_a_token_allowed_to_get_metrics(h: Harness) -> None:
+    """/metrics names tenants' namespaces (#26 item 2): a tenant's token is refused."""
+    assert "may not get /metrics" in await _get(h, "/metrics", token="trainer-token")
+    assert "no bearer token" in await _get(h, "/metrics", token="")
+    assert "sandfleet_gateway" in await _get(h, "/metrics")
+    assert (await _get(h, "/healthz", token="")).strip() == "ok"
 
 
 async def _tick() -> None:

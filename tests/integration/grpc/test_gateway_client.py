@@ -244,7 +244,11 @@ async def test_tls_with_a_private_ca_bundle(tmp_path: Path, ca: trustme.CA) -> N
             (claimed,) = await client.claim("team-a")
         # The data plane rides the same TLS channel settings.
         runtime_client = RuntimeClient(
-            gw.address, claimed.token, session=claimed.session, tls=trusted
+            gw.address,
+            claimed.token,
+            session=claimed.session,
+            tls=trusted,
+            caller_token=lambda: CALLER_TOKEN,
         )
         try:
             result = await runtime_client.run_command("echo over-tls")

@@ -43,7 +43,12 @@ async def test_every_call_shape_names_the_session_and_carries_the_session_token(
     gateway: ClientGateway, tmp_path: Path
 ) -> None:
     gateway.add_session("s1")
-    client = RuntimeClient(gateway.address, gateway.runtime_token, session="team-a/s1")
+    client = RuntimeClient(
+        gateway.address,
+        gateway.runtime_token,
+        session="team-a/s1",
+        caller_token=lambda: CALLER_TOKEN,
+    )
     try:
         await client.run_command("echo hi > note.txt")  # unary
         chunks = [c async for c in client.stream_command("cat note.txt")]  # server stream
@@ -65,6 +70,9 @@ async def test_every_call_shape_names_the_session_and_carries_the_session_token(
     tokens = [md["authorization"] for _, md in gateway.proxied]
     assert tokens[:5] == [f"Bearer {gateway.runtime_token}"] * 5
     assert tokens[5] == f"Bearer {gateway.runtime_token}-rotated-x"  # rotated, still routed
+    # The caller's Kubernetes token rides along on every call shape (the gateway checks it).
+    callers = [md["x-sandfleet-authorization"] for _, md in gateway.proxied]
+    assert callers == [f"Bearer {CALLER_TOKEN}"] * 6
     assert after.session == "team-a/s1"
 
 

@@ -17,8 +17,10 @@ import yarl
 
 from sandfleet.agent.trajectory import TrajectoryWriter
 from sandfleet.api.trajectories import UID_HEADER
+from sandfleet.kube.access_review import Authenticator
 from sandfleet.operator.http_api import NDJSON, RunningHttpServer, build_http_app, serve_http
 from sandfleet.operator.trajectory_store import DirectoryTrajectoryStore
+from tests.support.gateway_api import running_api
 
 pytestmark = pytest.mark.integration
 
@@ -39,6 +41,12 @@ def registry() -> prometheus_client.CollectorRegistry:
     return prometheus_client.CollectorRegistry()
 
 
+READER = "system:serviceaccount:team-a:reader"
+AUTH = {"Authorization": "Bearer reader-token"}
+"""A token the stand-in API server accepts, allowed to get sessions in team-a and /metrics
+(the refusals are tests/integration/operator/test_attack_trajectory_access.py's)."""
+
+
 @pytest.fixture
 async def server(
     store: DirectoryTrajectoryStore, registry: prometheus_client.CollectorRegistry
@@ -46,13 +54,20 @@ async def server(
     def render() -> tuple[bytes, str]:
         return prometheus_client.generate_latest(registry), prometheus_client.CONTENT_TYPE_LATEST
 
-    async with serve_http(build_http_app(store, render), "127.0.0.1", 0) as running:
-        yield running
+    async with running_api() as (api, kube):
+        api.accept("reader-token", READER)
+        api.allow(READER, "get", "team-a")
+        api.allow_url(READER, "get", "/metrics")
+        app = build_http_app(store, render, Authenticator(kube, server="the operator"))
+        async with serve_http(app, "127.0.0.1", 0) as running:
+            yield running
 
 
 @pytest.fixture
 async def client() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
+    async with aiohttp.ClientSession(
+        timeout=aiohttp.ClientTimeout(total=120), headers=AUTH
+    ) as session:
         yield session
 
 
@@ -137,7 +152,7 @@ async def test_head_tells_size_and_uid_and_the_connection_stays_usable(
     path = write_run(store, UID_OLD, turns=50)
     url = server.url + "/trajectories/team-a/session-1"
     connector = aiohttp.TCPConnector(limit=1)  # one connection: the GET reuses the HEAD's
-    async with aiohttp.ClientSession(connector=connector) as one_connection:
+    async with aiohttp.ClientSession(connector=connector, headers=AUTH) as one_connection:
         async with one_connection.head(url) as response:
             assert response.status == 200
             assert response.headers[UID_HEADER] == UID_OLD
@@ -187,13 +202,13 @@ async def test_a_reader_that_goes_away_mid_stream_leaves_the_server_serving(
     server: RunningHttpServer, store: DirectoryTrajectoryStore
 ) -> None:
     write_big_trajectory(store.writer_path("team-a", "big", UID_OLD), BIG_BYTES)
-    async with aiohttp.ClientSession() as impatient:
+    async with aiohttp.ClientSession(headers=AUTH) as impatient:
         response = await impatient.get(server.url + "/trajectories/team-a/big")
         assert response.status == 200
         await response.content.read(1024)
         response.close()  # drops the connection with most of the body unread
 
-    async with aiohttp.ClientSession() as client:
+    async with aiohttp.ClientSession(headers=AUTH) as client:
         async with client.get(server.url + "/healthz") as health:
             assert health.status == 200
         async with client.get(server.url + "/trajectories/team-a/big") as again:

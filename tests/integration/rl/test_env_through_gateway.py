@@ -101,8 +101,11 @@ async def test_a_command_whose_client_went_away_is_collected_through_the_gateway
     (sandbox,) = await Sandbox.on_cluster_many(1, NAMESPACE, pool="py", **options)
     async with sandbox:
         first = RuntimeClient(
-            gateway.address, sandbox.session.token, session=sandbox.session.session
-        )  # type: ignore[union-attr]
+            gateway.address,
+            sandbox.session.token,  # type: ignore[union-attr]
+            session=sandbox.session.session,  # type: ignore[union-attr]
+            caller_token=lambda: CALLER_TOKEN,
+        )
         call = asyncio.ensure_future(
             first.run_detached("sleep 1; echo late; exit 5", command_id="gw-7.t1")
         )

@@ -14,7 +14,8 @@ MANIFESTS = REPO_ROOT / "manifests"
 CLUSTER_ONLY_RESOURCES = {"customresourcedefinitions", "namespaces", "clusterkopfpeerings"}
 """Cluster-scoped resources: a namespace-scoped install cannot (and need not) be granted them."""
 REVIEWS = {"tokenreviews", "subjectaccessreviews"}
-"""The gateway's cluster-scoped review kinds (authentication and authorization questions)."""
+"""The cluster-scoped review kinds of the gateway and the operator's HTTP port
+(authentication and authorization questions)."""
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -61,17 +62,27 @@ def test_namespace_scoped_mode_grants_the_namespaced_rules_in_each_served_namesp
 ) -> None:
     served = ["team-a", "team-b"]
     rendered = helm.template(values={"operator": {"watchNamespaces": served}})
-    # The one cluster-scoped grant is the gateway's: TokenReview and SubjectAccessReview are
-    # cluster-scoped kinds, and creating them gives access to no object.
-    (cluster_role,) = find(rendered, "ClusterRole")
-    assert cluster_role["metadata"]["name"] == "sandfleet-system-sandfleet-gateway"
-    assert _gateway_manifest_rules()[:2] == cluster_role["rules"]
-    assert {r["resources"][0] for r in cluster_role["rules"]} == REVIEWS
-    (cluster_binding,) = find(rendered, "ClusterRoleBinding")
-    assert cluster_binding["roleRef"]["name"] == cluster_role["metadata"]["name"]
+    # The only cluster-scoped grants are the gateway's and the operator's reviews (its HTTP
+    # port's callers): TokenReview and SubjectAccessReview are cluster-scoped kinds, and
+    # creating them gives access to no object. The metrics reader grants a non-resource URL.
+    cluster_roles = {
+        role["metadata"]["name"]: role["rules"]
+        for role in find(rendered, "ClusterRole")
+        if not role["metadata"]["name"].endswith("-metrics-reader")
+    }
+    assert sorted(cluster_roles) == [
+        "sandfleet-system-sandfleet-gateway",
+        "sandfleet-system-sandfleet-operator",
+    ]
+    assert cluster_roles["sandfleet-system-sandfleet-gateway"] == _gateway_manifest_rules()[:2]
+    assert cluster_roles["sandfleet-system-sandfleet-operator"] == _manifest_rules()[-2:]
+    for rules in cluster_roles.values():
+        assert {r["resources"][0] for r in rules} == REVIEWS
+    bindings = {b["roleRef"]["name"] for b in find(rendered, "ClusterRoleBinding")}
+    assert bindings == set(cluster_roles)
     expected = []
     for rule in _manifest_rules():
-        kept = [r for r in rule["resources"] if r not in CLUSTER_ONLY_RESOURCES]
+        kept = [r for r in rule["resources"] if r not in CLUSTER_ONLY_RESOURCES | REVIEWS]
         if kept:
             expected.append({**rule, "resources": kept})
     roles = find(rendered, "Role", "sandfleet-operator")

@@ -277,6 +277,18 @@ def test_the_service_and_the_ingress_reach_the_grpc_port(helm: Helm) -> None:
     assert "/gateway/ingress/host" in failure.value.stderr
 
 
+NON_SANDBOX_PODS = {
+    "namespaceSelector": {},
+    "podSelector": {
+        "matchExpressions": [
+            {"key": "app.kubernetes.io/component", "operator": "NotIn", "values": ["sandbox"]}
+        ]
+    },
+}
+"""Every pod but sandboxes: who may reach the operator's port and the gateway's metrics."""
+TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
 def test_the_network_policy_opens_the_front_door_and_egress_only_to_api_and_sandboxes(
     helm: Helm,
 ) -> None:
@@ -285,9 +297,15 @@ def test_the_network_policy_opens_the_front_door_and_egress_only_to_api_and_sand
     selector = only(rendered, "Deployment", GATEWAY)["spec"]["selector"]["matchLabels"]
     assert policy["podSelector"] == {"matchLabels": selector}
     assert policy["policyTypes"] == ["Ingress", "Egress"]
-    (ingress,) = policy["ingress"]
-    assert "from" not in ingress  # anyone may knock: every call is authenticated
-    assert {p["port"] for p in ingress["ports"]} == {GATEWAY_PORT, 9090}
+    front_door, metrics = policy["ingress"]
+    assert "from" not in front_door  # anyone may knock: every call is authenticated
+    assert front_door["ports"] == [{"port": GATEWAY_PORT, "protocol": "TCP"}]
+    # /metrics (and the probes' port): never from a sandbox (#26 item 2).
+    assert metrics["ports"] == [{"port": 9090, "protocol": "TCP"}]
+    assert metrics["from"] == [NON_SANDBOX_PODS]
+    values = {"gateway": {"networkPolicy": {"metricsCIDRs": ["192.0.2.0/24"]}}}
+    metrics = only(helm.template(values=values), "NetworkPolicy", GATEWAY)["spec"]["ingress"][1]
+    assert metrics["from"] == [NON_SANDBOX_PODS, {"ipBlock": {"cidr": "192.0.2.0/24"}}]
     api, dns, sandboxes = policy["egress"]
     assert "to" not in api and {p["port"] for p in api["ports"]} == {443, 6443}
     assert {(p["port"], p["protocol"]) for p in dns["ports"]} == {(53, "UDP"), (53, "TCP")}
@@ -308,7 +326,7 @@ def test_the_gateway_is_scraped_when_the_operator_is(helm: Helm) -> None:
     rendered = helm.template(values={"operator": {"serviceMonitor": {"enabled": True}}})
     monitor = only(rendered, "ServiceMonitor", GATEWAY)
     assert monitor["spec"]["endpoints"] == [
-        {"port": "metrics", "path": "/metrics", "interval": "30s"}
+        {"port": "metrics", "path": "/metrics", "interval": "30s", "bearerTokenFile": TOKEN_FILE}
     ]
 
 

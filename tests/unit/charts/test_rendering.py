@@ -258,11 +258,65 @@ def test_model_endpoints_are_allowed_only_by_the_admin_and_none_by_default(helm:
     assert json.loads(default["SANDFLEET_OPERATOR_MODEL_ENDPOINTS_ALLOWED"]) == []
 
 
-def test_the_service_monitor_scrapes_the_http_port(helm: Helm) -> None:
+def test_the_service_monitor_scrapes_the_http_port_with_prometheus_token(helm: Helm) -> None:
     rendered = helm.template(values={"operator": {"serviceMonitor": {"enabled": True}}})
     monitor = only(rendered, "ServiceMonitor", OPERATOR)
-    assert monitor["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "30s"}]
+    token = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    assert monitor["spec"]["endpoints"] == [
+        {"port": "http", "path": "/metrics", "interval": "30s", "bearerTokenFile": token}
+    ]
     assert not find(helm.template(), "ServiceMonitor")
+
+
+def test_the_metrics_reader_grants_get_on_metrics_and_binds_the_subjects_given(
+    helm: Helm,
+) -> None:
+    name = "sandfleet-system-sandfleet-metrics-reader"
+    role = only(helm.template(), "ClusterRole", name)
+    assert role["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    assert not find(helm.template(), "ClusterRoleBinding", name)
+    prometheus = {"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}
+    values = {"rbac": {"metricsReader": {"subjects": [prometheus]}}}
+    binding = only(helm.template(values=values), "ClusterRoleBinding", name)
+    assert binding["subjects"] == [prometheus]
+    assert binding["roleRef"]["name"] == name
+
+
+def test_the_operators_network_policy_admits_no_sandbox_and_egress_only_where_it_calls(
+    helm: Helm,
+) -> None:
+    """#26 item 2: a sandbox with egress All read other tenants' trajectories at :8080."""
+    rendered = helm.template()
+    policy = only(rendered, "NetworkPolicy", OPERATOR)["spec"]
+    selector = only(rendered, "Deployment", OPERATOR)["spec"]["selector"]["matchLabels"]
+    assert policy["podSelector"] == {"matchLabels": selector}
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    (ingress,) = policy["ingress"]
+    assert ingress["ports"] == [{"port": 8080, "protocol": "TCP"}]
+    (peer,) = ingress["from"]
+    assert peer == {
+        "namespaceSelector": {},
+        "podSelector": {"matchExpressions": [
+            {"key": "app.kubernetes.io/component", "operator": "NotIn", "values": ["sandbox"]}
+        ]},
+    }  # fmt: skip
+    api, dns, sandboxes, model = policy["egress"]
+    assert "to" not in api and {p["port"] for p in api["ports"]} == {443, 6443}
+    assert {(p["port"], p["protocol"]) for p in dns["ports"]} == {(53, "UDP"), (53, "TCP")}
+    assert sandboxes["ports"] == [{"port": 50051, "protocol": "TCP"}]
+    assert sandboxes["to"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == (
+        "sandbox"
+    )
+    assert model == {"ports": [{"port": 443, "protocol": "TCP"}]}
+    in_cluster = {"to": [{"namespaceSelector": {}}], "ports": [{"port": 8000}]}
+    values = {"operator": {"networkPolicy": {
+        "modelEgress": [in_cluster], "ingressCIDRs": ["172.16.0.0/28"],
+    }}}  # fmt: skip
+    policy = only(helm.template(values=values), "NetworkPolicy", OPERATOR)["spec"]
+    assert policy["egress"][3:] == [in_cluster]
+    assert policy["ingress"][0]["from"][1] == {"ipBlock": {"cidr": "172.16.0.0/28"}}
+    off = {"operator": {"networkPolicy": {"enabled": False}}}
+    assert not find(helm.template(values=off), "NetworkPolicy", OPERATOR)
 
 
 def test_uninstall_first_deletes_sessions_and_pools_while_the_operator_still_runs(

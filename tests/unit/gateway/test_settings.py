@@ -26,7 +26,7 @@ def test_defaults() -> None:
     settings = GatewaySettings()
     assert (settings.host, settings.port, settings.http_port) == ("0.0.0.0", GATEWAY_PORT, 9090)
     assert settings.namespaces == [] and settings.quota_default == 0 and settings.quotas == {}
-    assert settings.token_review_ttl_seconds == 30
+    assert settings.token_review_ttl_seconds == 5  # below the API server's own 10 s cache
     assert settings.token_review_negative_ttl_seconds == 5
     assert settings.access_review_ttl_seconds == 10
     assert not settings.tls and settings.session_key_file is None

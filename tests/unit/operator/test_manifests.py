@@ -284,6 +284,9 @@ OPERATOR_CALLS = {
         ("kopf.dev", ["kopfpeerings", "clusterkopfpeerings"], ["get", "list", "watch", "patch"]),
         ("apiextensions.k8s.io", ["customresourcedefinitions"], ["list", "watch"]),
         ("", ["namespaces"], ["list", "watch"]),
+        # The HTTP port's callers: their tokens and their RBAC (/trajectories, /metrics).
+        ("authentication.k8s.io", ["tokenreviews"], ["create"]),
+        ("authorization.k8s.io", ["subjectaccessreviews"], ["create"]),
     ]
     for resource in resources
     for verb in verbs

@@ -4,9 +4,12 @@ order (a unit test renders this chart and compares). Called with a dict:
   clusterwide: true  -> all of them, for the ClusterRole;
   clusterwide: false -> the namespaced ones, for a Role in each served namespace (no CRD or
                         namespace discovery and no ClusterKopfPeering: kopf works without
-                        them when it is given its namespaces by name).
+                        them when it is given its namespaces by name);
+  reviews: true      -> the two review rules, alone when clusterwide is false (cluster-scoped
+                        kinds: only a ClusterRole grants them).
 */}}
 {{- define "sandfleet.operator.rules" -}}
+{{- if or .clusterwide (not .reviews) }}
 # The custom resources: watched by kopf, patched for finalizers and kopf's progress annotations.
 - apiGroups: [sandfleet.dev]
   resources: [sandboxsessions, sandboxpools, sandboxtemplates]
@@ -68,5 +71,16 @@ order (a unit test renders this chart and compares). Called with a dict:
 - apiGroups: [kopf.dev]
   resources: [kopfpeerings]
   verbs: [get, list, watch, patch]
+{{- end }}
+{{- end }}
+{{- if .reviews }}
+# Who asks the HTTP port for a trajectory or /metrics: the bearer token's TokenReview.
+- apiGroups: [authentication.k8s.io]
+  resources: [tokenreviews]
+  verbs: [create]
+# May they: a SubjectAccessReview (get sandboxsessions in the namespace, get /metrics).
+- apiGroups: [authorization.k8s.io]
+  resources: [subjectaccessreviews]
+  verbs: [create]
 {{- end }}
 {{- end }}
