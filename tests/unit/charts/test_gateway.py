@@ -45,11 +45,13 @@ def _settings(rendered: list[Manifest], name: str = GATEWAY) -> dict[str, str]:
 
 
 def _flat_rules(role: Manifest) -> list[tuple[str, str, str]]:
+    """(group, resource, verb) of every resource rule; nonResourceURLs rules (the metrics
+    reader's) name no resource and are left out."""
     return [
         (group, resource, verb)
         for rule in role["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
+        for group in rule.get("apiGroups", [])
+        for resource in rule.get("resources", [])
         for verb in rule["verbs"]
     ]
 
