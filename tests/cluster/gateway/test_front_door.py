@@ -83,8 +83,8 @@ async def start_gateway(
             kube=client,
             claimer=build_claimer(client, gateway_settings, session_key),
         )
+        running.append((server, client))  # before start: a failed start's client is closed too
         await server.start()
-        running.append((server, client))
         return server
 
     yield start
