@@ -110,7 +110,12 @@ async def fetch_trajectory(installation: Installation, cluster: ClusterUnderTest
         "--operator-namespace", installation.namespace,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    stdout, stderr = await asyncio.wait_for(cli.communicate(), 60)
+    try:
+        stdout, stderr = await asyncio.wait_for(cli.communicate(), 60)
+    except BaseException:  # not left running (with its API server connections) on a timeout
+        cli.kill()
+        await cli.wait()
+        raise
     assert cli.returncode == 0, stderr.decode()
     return stdout.decode()
 
