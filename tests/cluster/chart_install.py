@@ -54,7 +54,7 @@ class Kubectl:
         try:
             async with asyncio.timeout(timeout_s):
                 out, err = await process.communicate(stdin.encode() if stdin else None)
-        except TimeoutError:
+        except BaseException:  # a timeout, or the caller cancelled: no process left behind
             process.kill()
             await process.wait()
             raise

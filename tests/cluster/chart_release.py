@@ -113,7 +113,12 @@ async def trajectory_cli(
         "--operator-namespace", installation.namespace, "--token", token,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    stdout, stderr = await asyncio.wait_for(cli.communicate(), 60)
+    try:
+        stdout, stderr = await asyncio.wait_for(cli.communicate(), 60)
+    except BaseException:  # not left running (with its API server connections) on a timeout
+        cli.kill()
+        await cli.wait()
+        raise
     return cli.returncode or 0, stdout.decode(), stderr.decode()
 
 

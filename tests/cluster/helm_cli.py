@@ -100,7 +100,7 @@ class Helm:
         try:
             async with asyncio.timeout(timeout_s):
                 stdout, stderr = await process.communicate()
-        except TimeoutError:
+        except BaseException:  # a timeout, or the caller cancelled: no process left behind
             process.kill()
             await process.wait()
             raise

@@ -252,6 +252,7 @@ class OperatorProcess:
             if self._process.poll() is not None:
                 raise RuntimeError(f"operator exited at start:\n{self.log_tail()}")
             if time.monotonic() > deadline:
+                self.kill()  # not left running (acting on the cluster) after a failed start
                 raise TimeoutError(f"operator not healthy after {timeout_s}s:\n{self.log_tail()}")
             time.sleep(0.2)
 

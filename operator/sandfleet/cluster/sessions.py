@@ -119,25 +119,28 @@ class SessionClient:
                 if state.resource_version != last_seen:
                     last_seen = state.resource_version
                     yield state
+            watch = self.kube.watch(
+                self.path(),
+                resource_version=version,
+                field_selector=field_selector,
+                timeout_s=WATCH_TIMEOUT_S,
+            )
             try:
-                async for event in self.kube.watch(
-                    self.path(),
-                    resource_version=version,
-                    field_selector=field_selector,
-                    timeout_s=WATCH_TIMEOUT_S,
-                ):
-                    reconnects = 0
-                    version = event.resource_version or version
-                    if event.type == "BOOKMARK":
-                        continue
-                    if event.type == "DELETED":
-                        raise SessionGoneError(
-                            f"SandboxSession {self.namespace}/{name} was deleted"
-                        )
-                    state = SessionState.from_object(event.object)
-                    if state.resource_version != last_seen:
-                        last_seen = state.resource_version
-                        yield state
+                # Closed here, not by the garbage collector, when the caller stops early.
+                async with contextlib.aclosing(watch) as events:
+                    async for event in events:
+                        reconnects = 0
+                        version = event.resource_version or version
+                        if event.type == "BOOKMARK":
+                            continue
+                        if event.type == "DELETED":
+                            raise SessionGoneError(
+                                f"SandboxSession {self.namespace}/{name} was deleted"
+                            )
+                        state = SessionState.from_object(event.object)
+                        if state.resource_version != last_seen:
+                            last_seen = state.resource_version
+                            yield state
             except WatchExpiredError:
                 log.info("session_watch_expired", session=f"{self.namespace}/{name}")
                 version = None

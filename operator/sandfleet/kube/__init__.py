@@ -8,7 +8,13 @@ It speaks JSON dicts, types errors by status and never imports kopf.
 
 from __future__ import annotations
 
-from sandfleet.kube.client import PATCH_CONTENT_TYPES, JsonObject, KubeClient, PatchKind
+from sandfleet.kube.client import (
+    PATCH_CONTENT_TYPES,
+    JsonObject,
+    KubeClient,
+    PatchKind,
+    api_server_connector,
+)
 from sandfleet.kube.config import KubeConfig
 from sandfleet.kube.errors import (
     ConflictError,
@@ -47,5 +53,6 @@ __all__ = [
     "WatchEvent",
     "WatchEventType",
     "WatchExpiredError",
+    "api_server_connector",
     "resource_path",
 ]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from types import TracebackType
 from typing import Any, Literal, Self
 
 import aiohttp
+from aiohttp.connector import NEEDS_CLEANUP_CLOSED
 from yarl import URL
 
 from sandfleet.kube.config import KubeConfig
@@ -96,9 +98,7 @@ class KubeClient:
                 raise KubeConfigError(
                     f"cannot use the TLS files for {self.config.server}: {error}"
                 ) from error
-            connector = aiohttp.TCPConnector(
-                limit=self._connection_limit, ssl=ssl_context if ssl_context else True
-            )
+            connector = api_server_connector(self._connection_limit, ssl_context)
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 timeout=aiohttp.ClientTimeout(total=self.timeout_s),
@@ -291,7 +291,7 @@ class KubeClient:
         field_selector: str | None = None,
         timeout_s: int | None = None,
         bookmarks: bool = True,
-    ) -> AsyncIterator[WatchEvent]:
+    ) -> AsyncGenerator[WatchEvent, None]:
         """Changes to a collection after `resource_version`, until the stream ends.
 
         The server ends the stream after `timeout_s` (its own default is 30-60 minutes);
@@ -371,6 +371,26 @@ class KubeClient:
                 f"{what} {path}: no answer from {self.config.server}: "
                 f"{str(error) or type(error).__name__}"
             ) from error
+
+
+def api_server_connector(limit: int, ssl_context: ssl.SSLContext | None) -> aiohttp.TCPConnector:
+    """The connection pool for one API server: at most `limit` connections, TLS with
+    `ssl_context` (None: plain HTTP, or the system's trust for https).
+
+    A TLS connection closed before its answer was read (a timeout, a cancelled call, a watch
+    left early) ends with a TLS shutdown. On the Pythons whose asyncio can leave that
+    shutdown hanging (CPython gh-118950: before 3.12.8 and 3.13.1; aiohttp's
+    NEEDS_CLEANUP_CLOSED) the socket stays open while a busy API server has not answered,
+    and once the event loop is gone it is left to the garbage collector (ResourceWarning:
+    unclosed socket; a failure in the tests). enable_cleanup_closed aborts such connections
+    two seconds after they were closed, and at the latest when the pool closes; aiohttp
+    warns when asked for it on a Python that does not need it.
+    """
+    return aiohttp.TCPConnector(
+        limit=limit,
+        ssl=ssl_context if ssl_context else True,
+        enable_cleanup_closed=NEEDS_CLEANUP_CLOSED,
+    )
 
 
 def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, str]:

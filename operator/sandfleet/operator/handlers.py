@@ -26,6 +26,7 @@ from sandfleet.api import (
     Phase,
     ReclaimReason,
 )
+from sandfleet.kube import api_server_connector
 from sandfleet.logs import get_logger
 from sandfleet.operator.adoption import unadopted_pod_to_reclaim
 from sandfleet.operator.context import OperatorContext
@@ -97,9 +98,8 @@ async def login(memo: OperatorContext, **_: Any) -> kopf.AiohttpSession:
     config = memo.kube.config
     authorization = await config.auth_header(refresh=True)
     secure = config.server.startswith("https:")
-    connector = aiohttp.TCPConnector(
-        limit=kopf_connection_limit(memo.settings.namespaces),
-        ssl=config.ssl_context() if secure else True,
+    connector = api_server_connector(
+        kopf_connection_limit(memo.settings.namespaces), config.ssl_context() if secure else None
     )
     session = aiohttp.ClientSession(
         connector=connector,

@@ -72,14 +72,16 @@ async def make_claimer(
         replica = f"gateway-{len(started)}"
         settings = ClaimSettings(namespaces=(namespace,), session_key=session_key, replica=replica)
         claimer = Claimer(kube, settings)
+        started.append((claimer, kube))  # before start: a failed start's client is closed too
         await claimer.start()
-        started.append((claimer, kube))
         return claimer
 
     yield make
     for claimer, kube in started:
-        await claimer.stop()
-        await kube.close()
+        try:
+            await claimer.stop()
+        finally:
+            await kube.close()
 
 
 GATEWAY_ACCOUNT = "sandfleet-gateway"
@@ -118,8 +120,8 @@ async def start_gateway(
             kube=client,
             claimer=build_claimer(client, gateway_settings, session_key),
         )
+        running.append((server, client))  # before start: a failed start's client is closed too
         await server.start()
-        running.append((server, client))
         return server
 
     yield start
