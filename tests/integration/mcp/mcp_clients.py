@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamablehttp_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 
 from tests.integration.cli.harness import cli_command, cli_environment
@@ -84,15 +84,17 @@ async def http_server(
     """`sandfleet mcp --transport http` on a free loopback port; yields its /mcp URL and
     checks, when it stops, that it exited on its own after SIGINT."""
     port = free_port()
-    process = await asyncio.create_subprocess_exec(
-        *cli_command(
-            *server_arguments(state_dir, "--transport", "http", "--port", str(port), *extra)
-        ),
-        env=cli_environment(home, SANDFLEET_MCP_API_KEY=key),
-        cwd=home,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=(home / "server-stderr.log").open("w"),
-    )
+    env = cli_environment(home, SANDFLEET_MCP_API_KEY=key)
+    with (home / "server-stderr.log").open("w") as errlog:
+        process = await asyncio.create_subprocess_exec(
+            *cli_command(
+                *server_arguments(state_dir, "--transport", "http", "--port", str(port), *extra)
+            ),
+            env=env,
+            cwd=home,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=errlog,
+        )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
         async with asyncio.timeout(60), httpx.AsyncClient() as probe:
@@ -115,7 +117,8 @@ async def http_server(
 async def http_session(url: str, key: str = API_KEY) -> AsyncIterator[ClientSession]:
     headers = {"Authorization": f"Bearer {key}"}
     async with (
-        streamablehttp_client(url, headers=headers) as (read, write, _),
+        httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(30, read=300)) as http,
+        streamable_http_client(url, http_client=http) as (read, write, _),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
