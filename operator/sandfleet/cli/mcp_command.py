@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 API_KEY_ENV = "SANDFLEET_MCP_API_KEY"
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_NO_SERVER_TOKEN = "-"  # never sent: every HTTP claim replaces it with its caller's token
 _CLUSTER_EGRESS: dict[str, str | None] = {"none": None, "internet": "Internet", "all": "All"}
 
 DESCRIPTION = """\
@@ -152,7 +153,7 @@ def _opener(settings: Settings, *, http: bool) -> SandboxOpener:
         return local
     if not (settings.pool or settings.template):
         raise ConfigurationError("--backend kubernetes needs --pool or --template")
-    target = gateway_target(settings)
+    target = _caller_target(settings) if http else gateway_target(settings)
 
     def claimed(token: str | None) -> contextlib.AbstractAsyncContextManager[SandboxCore]:
         if http:  # the caller's identity, never the server's
@@ -162,6 +163,22 @@ def _opener(settings: Settings, *, http: bool) -> SandboxOpener:
         return _claimed(settings, target)
 
     return claimed
+
+
+def _caller_target(settings: Settings) -> GatewayTarget:
+    """The gateway an HTTP server claims through: its address from the settings, and no
+    token of the server's own (each claim carries its caller's)."""
+    from sandfleet.cluster.gateway_target import GatewayConfigError, resolve_gateway
+
+    try:
+        return resolve_gateway(
+            settings.gateway,
+            token=_NO_SERVER_TOKEN,
+            kubeconfig=settings.kubeconfig,
+            context=settings.kube_context,
+        )
+    except GatewayConfigError as error:
+        raise ConfigurationError(str(error)) from error
 
 
 @contextlib.asynccontextmanager
