@@ -86,6 +86,18 @@ async def check_bad_calls(session: ClientSession) -> None:
     assert not_b64.isError and text(not_b64) == "Error: `content` is not valid base64."
     binary = await session.call_tool("upload_file", {"path": "/tmp/b", "content": "", "mode": -1})
     assert binary.isError
+    # The transfer bounds: 4 MiB each way, said as a tool error.
+    too_big = await session.call_tool(
+        "upload_file", {"path": "/tmp/big", "content": "x" * (4 * 1024 * 1024 + 1)}
+    )
+    assert too_big.isError and "at most 4194304" in text(too_big), text(too_big)
+    await session.call_tool("execute_bash", {"command": "head -c 4194305 /dev/zero > /tmp/big"})
+    big = await session.call_tool("download_file", {"path": "/tmp/big", "encoding": "base64"})
+    assert big.isError and "larger than 4194304 bytes" in text(big), text(big)
+    exact = await session.call_tool("execute_bash", {"command": "truncate -s 4194304 /tmp/big"})
+    assert not exact.isError
+    fits = await session.call_tool("download_file", {"path": "/tmp/big", "encoding": "base64"})
+    assert not fits.isError and len(text(fits)) == 4 * ((4 * 1024 * 1024 + 2) // 3)
     still = await session.call_tool("execute_bash", {"command": "echo $KEPT"})
     assert not still.isError and "yes" in text(still)
 

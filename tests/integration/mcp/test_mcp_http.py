@@ -94,6 +94,29 @@ async def test_an_abandoned_session_loses_its_sandbox_at_the_idle_timeout(
         assert gone.status_code == 404, gone.text
 
 
+async def test_stopping_the_server_releases_every_sandbox(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    auth = {**ACCEPT, "Authorization": f"Bearer {API_KEY}"}
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "execute_bash", "arguments": {"command": "sleep 600 &"}},
+    }
+    async with httpx.AsyncClient(timeout=120) as client:
+        async with http_server(tmp_path / "home", state) as url:
+            opened = await client.post(url, json=INITIALIZE, headers=auth)
+            session = {**auth, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+            initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            await client.post(url, json=initialized, headers=session)
+            await client.post(url, json=call, headers=session)
+            assert runtime_pids(state)
+        # Ctrl-C with the session still open: the server ended it, and its sandbox with it.
+        assert await wait_for_no_runtime(state) == set()
+    log = (tmp_path / "home" / "server-stderr.log").read_text()
+    assert "mcp_session_ended" in log and "Traceback" not in log, log
+
+
 async def test_a_client_without_the_key_is_refused(tmp_path: Path) -> None:
     state = tmp_path / "state"
     async with http_server(tmp_path / "home", state) as url, httpx.AsyncClient() as client:
