@@ -30,7 +30,7 @@ from sandfleet.settings import Settings
 
 if TYPE_CHECKING:
     from sandfleet.cluster.gateway_target import GatewayTarget
-    from sandfleet.mcp.tools import SandboxOpener
+    from sandfleet.mcp.tools import Caller, SandboxOpener
     from sandfleet.sandbox_core import SandboxCore
 
 API_KEY_ENV = "SANDFLEET_MCP_API_KEY"
@@ -147,7 +147,7 @@ def _opener(settings: Settings, *, http: bool) -> SandboxOpener:
     if settings.backend != "kubernetes":
         config = sandbox_config(settings)
 
-        def local(_token: str | None) -> contextlib.AbstractAsyncContextManager[SandboxCore]:
+        def local(_: Caller) -> contextlib.AbstractAsyncContextManager[SandboxCore]:
             return Sandbox.local(config, tool_timeout_s=settings.tool_timeout_s)
 
         return local
@@ -155,11 +155,12 @@ def _opener(settings: Settings, *, http: bool) -> SandboxOpener:
         raise ConfigurationError("--backend kubernetes needs --pool or --template")
     target = _caller_target(settings) if http else gateway_target(settings)
 
-    def claimed(token: str | None) -> contextlib.AbstractAsyncContextManager[SandboxCore]:
+    def claimed(caller: Caller) -> contextlib.AbstractAsyncContextManager[SandboxCore]:
         if http:  # the caller's identity, never the server's
-            if not token:
+            if not caller.token:
                 raise ConfigurationError("no bearer token to claim a sandbox with")
-            return _claimed(settings, dataclasses.replace(target, token=token, token_source=None))
+            caller_target = dataclasses.replace(target, token=caller.token, token_source=None)
+            return _claimed(settings, caller_target)
         return _claimed(settings, target)
 
     return claimed

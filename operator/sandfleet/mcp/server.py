@@ -12,33 +12,36 @@ import contextlib
 import hashlib
 import hmac
 import itertools
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Protocol
 
 import anyio
 from mcp import types
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import (
-    AuthenticatedUser,
-    BearerAuthBackend,
-    RequireAuthMiddleware,
-)
-from mcp.server.auth.provider import AccessToken, TokenVerifier
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, RequireAuthMiddleware
+from mcp.server.auth.provider import AccessToken
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.authentication import AuthCredentials, AuthenticationBackend
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 import sandfleet
 from sandfleet.errors import SandfleetError
 from sandfleet.logs import get_logger
-from sandfleet.mcp.tools import MAX_TRANSFER_BYTES, SandboxOpener, SessionTools, mcp_tool_specs
+from sandfleet.mcp.tools import (
+    MAX_TRANSFER_BYTES,
+    Caller,
+    SandboxOpener,
+    SessionTools,
+    mcp_tool_specs,
+)
 
 log = get_logger(__name__)
 
@@ -49,7 +52,16 @@ _RELEASE_TIMEOUT_S = 60.0
 _MAX_REQUEST_BYTES = MAX_TRANSFER_BYTES * 4 // 3 + 64 * 1024
 _session_numbers = itertools.count(1)
 
-Verify = Callable[[str], Awaitable[AccessToken | None]]
+NAMESPACE_CLAIM = "sandfleet.dev/namespace"
+POOL_CLAIM = "sandfleet.dev/pool"
+"""AccessToken.claims a verifier may set: where the caller's sandbox is claimed."""
+
+
+class RequestVerifier(Protocol):
+    """Decides who sent an HTTP request: an AccessToken (its client_id and subject name the
+    identity a session is bound to), or None to refuse it with 401."""
+
+    async def verify(self, token: str, headers: Mapping[str, str]) -> AccessToken | None: ...
 
 
 def build_server(opener: SandboxOpener, *, tool_timeout_s: float = 0) -> Server[SessionTools, Any]:
@@ -96,7 +108,7 @@ def build_server(opener: SandboxOpener, *, tool_timeout_s: float = 0) -> Server[
         context = server.request_context
         tools = context.lifespan_context
         try:
-            outcome = await tools.call(name, arguments, token=_caller_token(context.request))
+            outcome = await tools.call(name, arguments, caller=_caller(context.request))
         except SandfleetError as error:  # cannot open the sandbox, or it is lost
             log.warning("mcp_tool_failed", tool=name, error=str(error))
             return _result(f"Error: the sandbox is not available: {error}", is_error=True)
@@ -111,12 +123,14 @@ def _result(text: str, *, is_error: bool) -> types.CallToolResult:
     )
 
 
-def _caller_token(request: Any) -> str | None:
-    """The bearer token the HTTP request was authenticated with; None over stdio."""
-    if not isinstance(request, Request):
-        return None
-    user = request.scope.get("user")
-    return user.access_token.token if isinstance(user, AuthenticatedUser) else None
+def _caller(request: Any) -> Caller:
+    """Whom the HTTP request was authenticated as; an anonymous Caller over stdio."""
+    user = request.scope.get("user") if isinstance(request, Request) else None
+    if not isinstance(user, AuthenticatedUser):
+        return Caller()
+    access = user.access_token
+    claims = access.claims or {}
+    return Caller(access.token, claims.get(NAMESPACE_CLAIM), claims.get(POOL_CLAIM))
 
 
 async def run_stdio(opener: SandboxOpener, *, tool_timeout_s: float = 0) -> None:
@@ -134,7 +148,7 @@ class StaticKeyVerifier:
             raise ValueError("the API key must not be empty")
         self._key = key.encode()
 
-    async def verify_token(self, token: str) -> AccessToken | None:
+    async def verify(self, token: str, headers: Mapping[str, str]) -> AccessToken | None:
         if not hmac.compare_digest(token.encode(), self._key):
             return None
         return AccessToken(token=token, client_id="api-key", scopes=[])
@@ -146,16 +160,14 @@ class CallerTokenVerifier:
     decides, when the session's sandbox is claimed with it, whether it is a Kubernetes
     identity allowed to have one."""
 
-    async def verify_token(self, token: str) -> AccessToken | None:
-        if not token:
-            return None
+    async def verify(self, token: str, headers: Mapping[str, str]) -> AccessToken | None:
         digest = hashlib.sha256(token.encode()).hexdigest()[:32]
         return AccessToken(token=token, client_id=f"bearer-{digest}", scopes=[])
 
 
 def http_app(
     opener: SandboxOpener,
-    verifier: TokenVerifier,
+    verifier: RequestVerifier,
     *,
     tool_timeout_s: float = 0,
     idle_timeout_s: float = 1800,
@@ -193,11 +205,31 @@ def http_app(
     return Starlette(
         routes=[Route(MCP_PATH, endpoint=RequireAuthMiddleware(handle, [], None))],
         middleware=[
-            Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier)),
+            Middleware(AuthenticationMiddleware, backend=_BearerBackend(verifier)),
             Middleware(AuthContextMiddleware),
         ],
         lifespan=lifespan,
     )
+
+
+class _BearerBackend(AuthenticationBackend):
+    """`Authorization: Bearer <token>` checked by a RequestVerifier, which also sees the
+    request's headers (a caller may name a namespace and pool in them)."""
+
+    def __init__(self, verifier: RequestVerifier) -> None:
+        self._verifier = verifier
+
+    async def authenticate(
+        self, conn: HTTPConnection
+    ) -> tuple[AuthCredentials, AuthenticatedUser] | None:
+        scheme, _, token = conn.headers.get("authorization", "").partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            return None
+        access = await self._verifier.verify(token, conn.headers)
+        if access is None:
+            return None
+        return AuthCredentials(access.scopes), AuthenticatedUser(access)
 
 
 async def serve_http(app: Starlette, *, host: str, port: int) -> None:

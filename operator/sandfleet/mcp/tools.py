@@ -52,9 +52,20 @@ message carries the whole file, base64 makes it a third bigger, and it lands in 
 model's context unless the client keeps it out."""
 _ENCODINGS = ("text", "base64")
 
-SandboxOpener = Callable[[str | None], AbstractAsyncContextManager[SandboxCore]]
-"""Opens the session's sandbox as the caller whose bearer token it gets (None: stdio, or a
-backend that needs none); leaving the context releases it."""
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Caller:
+    """Who a session's sandbox is opened for: the bearer token of the request that opens
+    it (None over stdio) and, where the server lets callers choose, their namespace and
+    pool (None: the server's own settings)."""
+
+    token: str | None = dataclasses.field(default=None, repr=False)
+    namespace: str | None = None
+    pool: str | None = None
+
+
+SandboxOpener = Callable[[Caller], AbstractAsyncContextManager[SandboxCore]]
+"""Opens the session's sandbox for a caller; leaving the context releases it."""
 
 
 def _transfer_parameters(*, upload: bool) -> dict[str, Any]:
@@ -129,19 +140,19 @@ class SessionTools:
         self._stack = contextlib.AsyncExitStack()
         self._sandbox: SandboxCore | None = None
         self._closed = False
-        self._token: str | None = None
+        self._caller = Caller()
 
     @property
     def opened(self) -> bool:
         return self._sandbox is not None
 
     async def call(  # noqa: PLR0911 (one return per kind of outcome)
-        self, name: str, arguments: Mapping[str, Any] | None, *, token: str | None = None
+        self, name: str, arguments: Mapping[str, Any] | None, *, caller: Caller | None = None
     ) -> ToolOutcome:
         """Run one tool call; raises SandfleetError only when the sandbox cannot be opened
-        or is lost. `token` is the caller's, used when this call opens the sandbox."""
+        or is lost. `caller` is whom the sandbox is opened for, if this call opens it."""
         arguments = arguments or {}
-        self._token = token
+        self._caller = caller or Caller()
         if name == UPLOAD_FILE:
             return await self._upload(arguments)
         if name == DOWNLOAD_FILE:
@@ -179,7 +190,7 @@ class SessionTools:
             if self._closed:
                 raise SandfleetError("this MCP session has ended")
             if self._sandbox is None:
-                self._sandbox = await self._stack.enter_async_context(self._opener(self._token))
+                self._sandbox = await self._stack.enter_async_context(self._opener(self._caller))
                 log.info("mcp_sandbox_opened", session=self._label)
             return self._sandbox
 

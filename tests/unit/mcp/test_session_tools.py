@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sandfleet.errors import SandfleetError
-from sandfleet.mcp.tools import SessionTools, mcp_tool_specs
+from sandfleet.mcp.tools import Caller, SessionTools, mcp_tool_specs
 from sandfleet.sandbox_core import SandboxCore
 from sandfleet.tool_calls import tool_specs
 from tests.unit.tool_calls.test_dispatch import HEADER, FakeClient
@@ -24,8 +24,8 @@ class Opener:
         self.released = 0
 
     @contextlib.asynccontextmanager
-    async def __call__(self, token: str | None) -> AsyncIterator[SandboxCore]:
-        self.tokens.append(token)
+    async def __call__(self, caller: Caller) -> AsyncIterator[SandboxCore]:
+        self.tokens.append(caller.token)
         try:
             yield SandboxCore(self.client)
         finally:
@@ -81,9 +81,9 @@ async def test_the_first_call_opens_the_sandbox_once_with_the_callers_token() ->
     tools = SessionTools(opener, tool_timeout_s=7)
     assert (await tools.call("reset", {})).text == "The sandbox is in its starting state."
     assert opener.tokens == []
-    ran = await tools.call("execute_bash", {"command": "echo hi"}, token="caller-token")
+    ran = await tools.call("execute_bash", {"command": "echo hi"}, caller=Caller("caller-token"))
     assert not ran.is_error and ran.text.startswith("Exit code: 0")
-    await tools.call("execute_bash", {"command": "echo again"}, token="caller-token")
+    await tools.call("execute_bash", {"command": "echo again"}, caller=Caller("caller-token"))
     assert opener.tokens == ["caller-token"]
     assert opener.client.calls[0][2]["timeout_s"] == 7
     await tools.close()
