@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import os
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -25,7 +24,7 @@ from sandfleet.cli.interrupts import run_until_interrupted
 from sandfleet.cli.results import ExitCode
 from sandfleet.cli.run import add_gateway_argument, add_session_target_arguments
 from sandfleet.mcp import INSTALL_HINT, mcp_available
-from sandfleet.sandbox import ClusterSandbox, Sandbox
+from sandfleet.sandbox import Sandbox
 from sandfleet.settings import Settings
 
 if TYPE_CHECKING:
@@ -155,13 +154,18 @@ def _opener(settings: Settings, *, http: bool) -> SandboxOpener:
         raise ConfigurationError("--backend kubernetes needs --pool or --template")
     target = _caller_target(settings) if http else gateway_target(settings)
 
+    from sandfleet.mcp.openers import as_caller, claimed_sandbox
+
     def claimed(caller: Caller) -> contextlib.AbstractAsyncContextManager[SandboxCore]:
-        if http:  # the caller's identity, never the server's
-            if not caller.token:
-                raise ConfigurationError("no bearer token to claim a sandbox with")
-            caller_target = dataclasses.replace(target, token=caller.token, token_source=None)
-            return _claimed(settings, caller_target)
-        return _claimed(settings, target)
+        # Over HTTP the caller's identity, never the server's.
+        return claimed_sandbox(
+            as_caller(target, caller.token) if http else target,
+            namespace=settings.namespace,
+            pool=settings.pool,
+            template=settings.template,
+            egress=_CLUSTER_EGRESS[settings.egress],
+            tool_timeout_s=settings.tool_timeout_s,
+        )
 
     return claimed
 
@@ -180,23 +184,3 @@ def _caller_target(settings: Settings) -> GatewayTarget:
         )
     except GatewayConfigError as error:
         raise ConfigurationError(str(error)) from error
-
-
-@contextlib.asynccontextmanager
-async def _claimed(settings: Settings, target: GatewayTarget) -> AsyncIterator[SandboxCore]:
-    from sandfleet.cluster.gateway_backend import GatewayBackend, GatewaySandboxRequest
-
-    request = GatewaySandboxRequest(
-        settings.namespace,
-        pool=settings.pool,
-        template=settings.template,
-        egress=_CLUSTER_EGRESS[settings.egress],
-        generate_name="mcp-",
-        target=target,
-    )
-    opened = await GatewayBackend(request).open()
-    sandbox = ClusterSandbox.from_opened(opened, tool_timeout_s=settings.tool_timeout_s)
-    try:
-        yield sandbox
-    finally:
-        await sandbox.close()

@@ -38,6 +38,7 @@ from sandfleet.logs import get_logger
 from sandfleet.mcp.tools import (
     MAX_TRANSFER_BYTES,
     Caller,
+    Identity,
     SandboxOpener,
     SessionTools,
     mcp_tool_specs,
@@ -52,16 +53,14 @@ _RELEASE_TIMEOUT_S = 60.0
 _MAX_REQUEST_BYTES = MAX_TRANSFER_BYTES * 4 // 3 + 64 * 1024
 _session_numbers = itertools.count(1)
 
-NAMESPACE_CLAIM = "sandfleet.dev/namespace"
-POOL_CLAIM = "sandfleet.dev/pool"
-"""AccessToken.claims a verifier may set: where the caller's sandbox is claimed."""
+_NAMESPACE_CLAIM = "sandfleet.dev/namespace"
+_POOL_CLAIM = "sandfleet.dev/pool"
 
 
 class RequestVerifier(Protocol):
-    """Decides who sent an HTTP request: an AccessToken (its client_id and subject name the
-    identity a session is bound to), or None to refuse it with 401."""
+    """Decides who sent an HTTP request (bearer token and headers), or None: 401."""
 
-    async def verify(self, token: str, headers: Mapping[str, str]) -> AccessToken | None: ...
+    async def verify(self, token: str, headers: Mapping[str, str]) -> Identity | None: ...
 
 
 def build_server(opener: SandboxOpener, *, tool_timeout_s: float = 0) -> Server[SessionTools, Any]:
@@ -130,7 +129,7 @@ def _caller(request: Any) -> Caller:
         return Caller()
     access = user.access_token
     claims = access.claims or {}
-    return Caller(access.token, claims.get(NAMESPACE_CLAIM), claims.get(POOL_CLAIM))
+    return Caller(access.token, claims.get(_NAMESPACE_CLAIM), claims.get(_POOL_CLAIM))
 
 
 async def run_stdio(opener: SandboxOpener, *, tool_timeout_s: float = 0) -> None:
@@ -148,10 +147,10 @@ class StaticKeyVerifier:
             raise ValueError("the API key must not be empty")
         self._key = key.encode()
 
-    async def verify(self, token: str, headers: Mapping[str, str]) -> AccessToken | None:
+    async def verify(self, token: str, headers: Mapping[str, str]) -> Identity | None:
         if not hmac.compare_digest(token.encode(), self._key):
             return None
-        return AccessToken(token=token, client_id="api-key", scopes=[])
+        return Identity("api-key", Caller(token))
 
 
 class CallerTokenVerifier:
@@ -160,9 +159,9 @@ class CallerTokenVerifier:
     decides, when the session's sandbox is claimed with it, whether it is a Kubernetes
     identity allowed to have one."""
 
-    async def verify(self, token: str, headers: Mapping[str, str]) -> AccessToken | None:
+    async def verify(self, token: str, headers: Mapping[str, str]) -> Identity | None:
         digest = hashlib.sha256(token.encode()).hexdigest()[:32]
-        return AccessToken(token=token, client_id=f"bearer-{digest}", scopes=[])
+        return Identity(f"bearer-{digest}", Caller(token))
 
 
 def http_app(
@@ -226,10 +225,16 @@ class _BearerBackend(AuthenticationBackend):
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
             return None
-        access = await self._verifier.verify(token, conn.headers)
-        if access is None:
+        identity = await self._verifier.verify(token, conn.headers)
+        if identity is None:
             return None
-        return AuthCredentials(access.scopes), AuthenticatedUser(access)
+        caller = identity.caller
+        claims = {_NAMESPACE_CLAIM: caller.namespace, _POOL_CLAIM: caller.pool}
+        # The SDK binds each session to client_id and subject (its AuthorizationContext).
+        access = AccessToken(
+            token=token, client_id=identity.name, subject=identity.name, scopes=[], claims=claims
+        )
+        return AuthCredentials([]), AuthenticatedUser(access)
 
 
 async def serve_http(app: Starlette, *, host: str, port: int) -> None:

@@ -64,6 +64,15 @@ class Caller:
     pool: str | None = None
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Identity:
+    """Who sent an HTTP request, as the server's verifier decided: a session is bound to
+    `name` (another identity gets 404 for its id), its sandbox is opened for `caller`."""
+
+    name: str
+    caller: Caller
+
+
 SandboxOpener = Callable[[Caller], AbstractAsyncContextManager[SandboxCore]]
 """Opens the session's sandbox for a caller; leaving the context releases it."""
 

@@ -114,8 +114,10 @@ async def http_server(
 
 
 @contextlib.asynccontextmanager
-async def http_session(url: str, key: str = API_KEY) -> AsyncIterator[ClientSession]:
-    headers = {"Authorization": f"Bearer {key}"}
+async def http_session(
+    url: str, key: str = API_KEY, headers: dict[str, str] | None = None
+) -> AsyncIterator[ClientSession]:
+    headers = {"Authorization": f"Bearer {key}", **(headers or {})}
     async with (
         httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(30, read=300)) as http,
         streamable_http_client(url, http_client=http) as (read, write, _),
