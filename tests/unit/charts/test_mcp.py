@@ -34,6 +34,11 @@ def test_the_endpoint_claims_through_the_gateway_service_and_is_locked_down(helm
     assert spec["securityContext"]["runAsNonRoot"] is True
     service = only(rendered, "Service", MCP)
     assert service["spec"]["sessionAffinity"] == "ClientIP"
+    # Where pods have no cluster DNS, the gateway's address is given.
+    elsewhere = helm.template(values={"mcp": {**ON["mcp"], "gateway": "10.0.0.7:50052"}})
+    spec = only(elsewhere, "Deployment", MCP)["spec"]["template"]["spec"]
+    env = {item["name"]: item.get("value") for item in spec["containers"][0]["env"]}
+    assert env["SANDFLEET_MCP_GATEWAY"] == "10.0.0.7:50052"
 
 
 def test_the_endpoints_own_rights_are_the_two_reviews_and_nothing_else(helm: Helm) -> None:
