@@ -33,7 +33,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 import sandfleet
-from sandfleet.errors import SandfleetError
+from sandfleet.errors import SandboxLostError, SandfleetError
 from sandfleet.logs import get_logger
 from sandfleet.mcp.tools import (
     MAX_TRANSFER_BYTES,
@@ -108,7 +108,13 @@ def build_server(opener: SandboxOpener, *, tool_timeout_s: float = 0) -> Server[
         tools = context.lifespan_context
         try:
             outcome = await tools.call(name, arguments, caller=_caller(context.request))
-        except SandfleetError as error:  # cannot open the sandbox, or it is lost
+        except SandboxLostError as error:
+            log.warning("mcp_tool_failed", tool=name, error=str(error))
+            return _result(
+                f"Error: the sandbox was lost ({error}); the next tool call starts a fresh one.",
+                is_error=True,
+            )
+        except SandfleetError as error:  # the sandbox cannot be opened
             log.warning("mcp_tool_failed", tool=name, error=str(error))
             return _result(f"Error: the sandbox is not available: {error}", is_error=True)
         return _result(outcome.text, is_error=outcome.is_error)

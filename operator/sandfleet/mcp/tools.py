@@ -23,7 +23,7 @@ from typing import Any
 
 import anyio
 
-from sandfleet.errors import SandfleetError, ToolError
+from sandfleet.errors import SandboxLostError, SandfleetError, ToolError
 from sandfleet.logs import get_logger
 from sandfleet.sandbox_core import SandboxCore
 from sandfleet.tool_calls import (
@@ -155,13 +155,29 @@ class SessionTools:
     def opened(self) -> bool:
         return self._sandbox is not None
 
-    async def call(  # noqa: PLR0911 (one return per kind of outcome)
+    async def call(
         self, name: str, arguments: Mapping[str, Any] | None, *, caller: Caller | None = None
     ) -> ToolOutcome:
         """Run one tool call; raises SandfleetError only when the sandbox cannot be opened
-        or is lost. `caller` is whom the sandbox is opened for, if this call opens it."""
-        arguments = arguments or {}
+        or is lost. `caller` is whom the sandbox is opened for, if this call opens it.
+
+        A lost sandbox is released at once (SandboxLostError propagates): the session's next
+        call opens a fresh one rather than failing forever."""
         self._caller = caller or Caller()
+        try:
+            return await self._call(name, arguments or {})
+        except SandboxLostError:
+            async with self._lock:
+                log.warning("mcp_sandbox_lost", session=self._label)
+                self._sandbox = None
+                stack, self._stack = self._stack, contextlib.AsyncExitStack()
+            with contextlib.suppress(SandfleetError):
+                await stack.aclose()
+            raise
+
+    async def _call(  # noqa: PLR0911 (one return per kind of outcome)
+        self, name: str, arguments: Mapping[str, Any]
+    ) -> ToolOutcome:
         if name == UPLOAD_FILE:
             return await self._upload(arguments)
         if name == DOWNLOAD_FILE:

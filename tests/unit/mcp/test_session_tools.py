@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sandfleet.errors import SandfleetError
+from sandfleet.errors import SandboxLostError, SandfleetError
 from sandfleet.mcp.tools import Caller, SessionTools, mcp_tool_specs
 from sandfleet.sandbox_core import SandboxCore
 from sandfleet.tool_calls import tool_specs
@@ -103,3 +103,17 @@ async def test_an_editor_refusal_is_a_tool_error_with_the_loops_text() -> None:
         "str_replace_editor", {"command": "view", "path": "/a"}
     )
     assert refused.text == loop_text
+
+
+async def test_a_lost_sandbox_is_released_and_the_next_call_opens_a_fresh_one() -> None:
+    opener = Opener(FakeClient(lost=True))
+    tools = SessionTools(opener)
+    with pytest.raises(SandboxLostError):
+        await tools.call("execute_bash", {"command": "echo hi"})
+    assert opener.released == 1 and not tools.opened
+    opener.client = FakeClient()
+    ran = await tools.call("execute_bash", {"command": "echo hi"})
+    assert not ran.is_error
+    assert len(opener.tokens) == 2
+    await tools.close()
+    assert opener.released == 2
