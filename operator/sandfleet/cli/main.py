@@ -36,6 +36,7 @@ Run LLM agents inside lightweight local sandboxes.
   sandfleet doctor                  # is the endpoint reachable, can sandboxes start?
   sandfleet config                  # the effective settings and where each came from
   sandfleet runs                    # local runs, newest first; `sandfleet show RUN --full`
+  sandfleet mcp                     # sandboxes as MCP tools for any agent framework
 """
 
 _SETTINGS_EPILOG = """\
@@ -142,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
         batch,
         doctor,
         export_rows,
+        mcp_command,
         replay,
         run,
         runs,
@@ -230,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.register(commands, parents=[common, _listing_only(_agent_options(), DOCTOR_FLAGS)])
     settings_command.register(commands, parents=[common, _listing_only(_agent_options(), set())])
     runs.register(commands, parents=[common])
+    mcp_command.register(commands, parents=[common, _sandbox_options()])
     return parser
 
 

@@ -31,6 +31,9 @@ from sandfleet.tool_calls.requests import (
 )
 from sandfleet.tool_calls.specs import ToolSpec, tool_specs
 
+NO_COMMAND = "Error: No command provided."
+"""The seed's observation for an execute_bash call without a command (missing or blank)."""
+
 
 def parse_tool_call(
     name: str, arguments: str | Mapping[str, Any], *, tools: Sequence[ToolSpec] | None = None
@@ -46,13 +49,14 @@ def parse_tool_call(
     specs = tool_specs() if tools is None else tools
     spec = next((s for s in specs if s.name == name), None)
     if spec is None:
-        names = ", ".join(s.name for s in specs)
-        raise ToolCallError(
-            f"Error: there is no tool named {name!r}. The available tools are: {names}."
-        )
+        raise ToolCallError(f"Unknown action: {name}")  # the seed's text
     if name == SUBMIT:
         return SubmitRequest()
-    present = _schema_checked(spec, _decoded(name, arguments))
+    decoded = _decoded(name, arguments)
+    if name == EXECUTE_BASH and decoded.get("command") is None:
+        # The seed says this for a missing command as for an empty one.
+        raise ToolCallError(NO_COMMAND)
+    present = _schema_checked(spec, decoded)
     if name == EXECUTE_BASH:
         return _bash_request(present)
     if name == STR_REPLACE_EDITOR:
@@ -126,7 +130,7 @@ def _checked(spec: ToolSpec, name: str, schema: Mapping[str, Any], value: Any) -
         if not isinstance(value, str):
             raise _type_error(spec.name, name, "a string", value)
         if name == "command" and spec.name == STR_REPLACE_EDITOR:
-            return _editor_command(value, offered=schema.get("enum", EDITOR_COMMANDS))
+            return _editor_command(value)
         return value
     if kind == "integer":
         return _integer(spec.name, name, value)
@@ -142,13 +146,14 @@ def _checked(spec: ToolSpec, name: str, schema: Mapping[str, Any], value: Any) -
     return value
 
 
-def _editor_command(value: str, *, offered: Sequence[str]) -> str:
+def _editor_command(value: str) -> str:
     # Every command the sandbox implements is accepted, not only the advertised ones: a
-    # model trained elsewhere may send undo_edit, and refusing would only waste a turn.
+    # model trained elsewhere may send undo_edit, and refusing would only waste a turn. The
+    # refusal is the seed's (and Anthropic's editor's) text, listing what the editor runs.
     if value not in EDITOR_COMMANDS:
-        allowed = ", ".join(offered)
-        raise ToolCallError(
-            f"Error: {value!r} is not a str_replace_editor command. Use one of: {allowed}."
+        raise _editor_error(
+            f"Unrecognized command {value}. The allowed commands for the "
+            f"{STR_REPLACE_EDITOR} tool are: {', '.join(EDITOR_COMMANDS)}"
         )
     return value
 
@@ -156,7 +161,7 @@ def _editor_command(value: str, *, offered: Sequence[str]) -> str:
 def _bash_request(present: Mapping[str, Any]) -> BashRequest:
     command: str = present["command"]
     if not command.strip():
-        raise ToolCallError("Error: No command provided.")  # the seed's text
+        raise ToolCallError(NO_COMMAND)
     return BashRequest(command)
 
 

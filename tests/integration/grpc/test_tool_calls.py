@@ -77,7 +77,7 @@ async def test_refusals_and_bad_calls_read_the_same_on_both_paths(
     relative = await both_paths(sandbox, EDITOR, {"command": "undo_edit", "path": "a.py"})
     assert relative.startswith(HEADER + "Error:") and "absolute path" in relative
     unknown = await both_paths(sandbox, "python", {"code": "1"})
-    assert unknown.startswith("Error: there is no tool named 'python'.")
+    assert unknown == "Unknown action: python"
     no_file_text = await both_paths(sandbox, EDITOR, {"command": "create", "path": missing})
     assert no_file_text == HEADER + "Error: Parameter `file_text` is required for command: create."
     ran = await both_paths(sandbox, "execute_bash", {"command": "echo $((6 * 7))"})

@@ -112,7 +112,7 @@ async def test_bad_calls_become_observations_and_the_loop_goes_on() -> None:
     assert sandbox.tool_calls == []  # none of them reached the sandbox
     observations = [call.last_item["content"] for call in model.calls[1:]]
     assert "not valid JSON" in observations[0]
-    assert "there is no tool named 'browse'" in observations[1]
+    assert observations[1] == "Unknown action: browse"
     assert "needs the parameter `path`" in observations[2]
 
 

@@ -89,8 +89,11 @@ def test_each_runtime_pin_is_within_the_range_the_package_declares() -> None:
 
 def test_the_user_install_needs_no_extra_for_the_cli_and_the_sdk() -> None:
     """What the CLI's and the SDK's own imports need is in the base dependencies; only the
-    operator, the gateway and `sandfleet eval`'s `datasets` loader have extras."""
-    extras_only = {"kopf", "prometheus_client", "cachetools", "datasets"}
+    operator, the gateway, `sandfleet eval`'s `datasets` loader and `sandfleet mcp` (the MCP
+    SDK and its HTTP server) have extras."""
+    extras_only = {
+        "kopf", "prometheus_client", "cachetools", "datasets", "mcp", "starlette", "uvicorn",
+    }  # fmt: skip
     distributions = importlib.metadata.packages_distributions()
     control = ROOT / "operator" / "sandfleet"
     packages = tuple(
@@ -203,6 +206,11 @@ async def test_the_wheel_with_no_extra_runs_the_cli_and_a_task_in_a_fresh_venv(
     # No extra: neither the operator's nor the eval loader's libraries came along.
     assert not {"kopf", "prometheus-client", "datasets"} & names
     assert run_code == 0, f"{run_out}\n{run_err}"
+    # Without the [mcp] extra, `sandfleet mcp` says how to get it, in one line.
+    assert "mcp" not in names
+    mcp_code, _, mcp_err = await _run(str(bin_dir / "sandfleet"), "mcp", env=env, cwd=tmp_path)
+    assert mcp_code == 2 and "pip install 'sandfleet[mcp]'" in mcp_err, mcp_err
+    assert "Traceback" not in mcp_err
     # One run, so one run folder (<task id>-<UTC start time>).
     (folder,) = (tmp_path / "results").glob("multiply-*")
     result = json.loads((folder / "result.json").read_text())

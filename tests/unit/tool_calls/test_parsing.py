@@ -163,9 +163,9 @@ def test_submit_ignores_whatever_comes_with_it() -> None:
 
 
 def test_missing_and_empty_bash_commands() -> None:
-    assert error(BASH, {}) == "Error: execute_bash needs the parameter `command`, which is missing."
-    assert error(BASH, {"command": None}) == error(BASH, {})
-    assert error(BASH, {"command": "  "}) == "Error: No command provided."
+    # The seed's one text for a missing, null, empty or blank command.
+    for arguments in ({}, {"command": None}, {"command": ""}, {"command": "  "}, ""):
+        assert error(BASH, arguments) == "Error: No command provided."
     assert error(BASH, {"command": ["ls"]}) == (
         'Error: parameter `command` of execute_bash must be a string, got a list ["ls"].'
     )
@@ -194,16 +194,16 @@ def test_missing_editor_parameters_are_named() -> None:
         )
 
 
-def test_an_unknown_editor_command_lists_the_offered_ones() -> None:
+def test_an_unknown_editor_command_gets_the_seeds_text() -> None:
+    # The seed's and Anthropic's editor's words, listing every command the editor runs
+    # (undo_edit is accepted even where the schema does not offer it).
     arguments = {"command": "delete", "path": "/x"}
-    assert error(EDITOR, arguments) == (
-        "Error: 'delete' is not a str_replace_editor command. "
-        "Use one of: view, create, str_replace, insert, undo_edit."
+    expected = (
+        HEADER + "Error: Unrecognized command delete. The allowed commands for the "
+        "str_replace_editor tool are: view, create, str_replace, insert, undo_edit"
     )
-    assert error(EDITOR, arguments, tools=tool_specs(offer_undo_edit=False)) == (
-        "Error: 'delete' is not a str_replace_editor command. "
-        "Use one of: view, create, str_replace, insert."
-    )
+    assert error(EDITOR, arguments) == expected
+    assert error(EDITOR, arguments, tools=tool_specs(offer_undo_edit=False)) == expected
 
 
 def test_undo_edit_is_accepted_when_not_offered() -> None:
@@ -221,14 +221,11 @@ def test_one_tuple_of_editor_commands_feeds_the_schema() -> None:
         assert tuple(enum) == offered_editor_commands(offer_undo_edit=offer)
 
 
-def test_an_unknown_tool_gets_one_message_naming_the_tools_offered() -> None:
-    assert error("python", {"code": "1"}) == (
-        "Error: there is no tool named 'python'. "
-        "The available tools are: str_replace_editor, execute_bash, submit."
-    )
+def test_an_unknown_tool_gets_the_seeds_text() -> None:
+    assert error("python", {"code": "1"}) == "Unknown action: python"
     only_bash = [spec for spec in tool_specs() if spec.name == BASH]
     assert error(EDITOR, {"command": "view", "path": "/a"}, tools=only_bash) == (
-        "Error: there is no tool named 'str_replace_editor'. The available tools are: execute_bash."
+        "Unknown action: str_replace_editor"
     )
 
 
