@@ -1,4 +1,4 @@
-"""The cluster's MCP endpoint (`python -m sandfleet.gateway.mcp_endpoint`) as an attacker
+"""The cluster's MCP endpoint (`python -m sandfleet.mcp.endpoint`) as an attacker
 meets it: no token, a token the API server refuses, and a real tenant's token for a
 namespace its RBAC does not cover are all refused (401) before any session or claim; the
 tenant's token in its own namespace gets a sandbox claimed with that same token.
@@ -73,7 +73,7 @@ async def endpoint(gateway: ClientGateway, tmp_path: Path) -> AsyncIterator[str]
     }
     with (tmp_path / "endpoint.log").open("w") as log:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "sandfleet.gateway.mcp_endpoint", env=env, stderr=log,
+            sys.executable, "-m", "sandfleet.mcp.endpoint", env=env, stderr=log,
             stdout=log,
         )  # fmt: skip
     url = f"http://127.0.0.1:{port}/mcp"

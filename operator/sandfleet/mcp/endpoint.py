@@ -1,4 +1,4 @@
-"""The MCP endpoint on the cluster: `python -m sandfleet.gateway.mcp_endpoint`.
+"""The MCP endpoint on the cluster: `python -m sandfleet.mcp.endpoint`.
 
 `sandfleet mcp`'s streamable HTTP server as its own small Deployment (the chart's
 `mcp.enabled`), for agent frameworks anywhere with a Kubernetes bearer token. Every
@@ -21,9 +21,10 @@ from pathlib import Path
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sandfleet.api import GROUP, SESSION_PLURAL
 from sandfleet.cluster.gateway_target import GatewayConfigError, GatewayTarget, resolve_gateway
-from sandfleet.gateway.auth import Authenticator, AuthError
 from sandfleet.kube import KubeClient, KubeConfig, KubeConfigError
+from sandfleet.kube.access_review import Authenticator, AuthError, ResourceAccess
 from sandfleet.logs import configure_logging, get_logger
 from sandfleet.mcp import server
 from sandfleet.mcp.openers import as_caller, claimed_sandbox
@@ -79,7 +80,9 @@ class KubeCallerVerifier:
             return None
         try:
             caller = await self._authenticator.authenticate(token)
-            await self._authenticator.authorize(caller, "create", namespace)
+            await self._authenticator.check(
+                caller, ResourceAccess("create", GROUP, SESSION_PLURAL, namespace)
+            )
         except AuthError as error:  # refused, denied, or the reviews are unavailable
             log.info("mcp_request_refused", reason=str(error), namespace=namespace)
             return None
