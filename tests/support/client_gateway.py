@@ -10,8 +10,11 @@ client's token, requests and session routing.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -21,6 +24,7 @@ from sandfleet.gateway.claim_types import Claimed
 from sandfleet.gateway.server import GATEWAY_SERVICE, GatewayServer
 from tests.support.gateway_api import StandInApiServer, running_api
 from tests.support.gateway_server import StandInClaimer, running_gateway
+from tests.support.runtime_server import spawn_runtime_process
 
 CALLER = "system:serviceaccount:rl:trainer"
 CALLER_TOKEN = "caller-kube-token"
@@ -153,3 +157,21 @@ async def client_gateway(
         recorder = CallRecorder()
         async with running_gateway(kube, claimer, interceptors=[recorder], **settings) as server:
             yield ClientGateway(server, api, claimer, recorder, runtimes)
+
+
+@contextlib.asynccontextmanager
+async def gateway_over_child_runtime(folder: Path) -> AsyncIterator[ClientGateway]:
+    """client_gateway handing out one runtime agent run as a child process (working tree
+    `folder`/sandbox). A child process, not in-process: the in-process runtime reaps every
+    child of this process (its ChildReaper), which would hide a CLI's or an MCP server's
+    exit status from the test."""
+    workdir = folder / "sandbox"
+    workdir.mkdir()
+    token = secrets.token_urlsafe(16)
+    process, port = await asyncio.to_thread(spawn_runtime_process, workdir, token)
+    try:
+        async with client_gateway([(f"127.0.0.1:{port}", token)], str(workdir)) as gateway:
+            yield gateway
+    finally:
+        process.terminate()
+        await asyncio.to_thread(process.wait, 30)

@@ -9,17 +9,19 @@ cluster runs here.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from tests.integration.cli.harness import cli_environment, run_cli, run_folder
-from tests.support.client_gateway import CALLER, CALLER_TOKEN, ClientGateway, client_gateway
-from tests.support.runtime_server import spawn_runtime_process
+from tests.support.client_gateway import (
+    CALLER,
+    CALLER_TOKEN,
+    ClientGateway,
+    gateway_over_child_runtime,
+)
 from tests.support.scripted_openai import Reply, ScriptedOpenAIServer, bash, submit
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -27,18 +29,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600
 
 @pytest.fixture
 async def gateway(tmp_path: Path) -> AsyncIterator[ClientGateway]:
-    # A child process, not in-process: the in-process runtime reaps every child of this
-    # process (ChildReaper), the CLI's too, which would hide the CLI's exit code.
-    workdir = tmp_path / "sandbox"
-    workdir.mkdir()
-    token = secrets.token_urlsafe(16)
-    process, port = await asyncio.to_thread(spawn_runtime_process, workdir, token)
-    try:
-        async with client_gateway([(f"127.0.0.1:{port}", token)], str(workdir)) as gw:
-            yield gw
-    finally:
-        process.terminate()
-        await asyncio.to_thread(process.wait, 30)
+    async with gateway_over_child_runtime(tmp_path) as gateway:
+        yield gateway
 
 
 def gateway_flags(gateway: ClientGateway, model: ScriptedOpenAIServer, tmp_path: Path) -> list[str]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import secrets
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,9 +22,13 @@ import pytest
 import yaml
 
 from tests.integration.mcp.mcp_clients import free_port, http_session, text
-from tests.support.client_gateway import CALLER_TOKEN, NAMESPACE, ClientGateway, client_gateway
+from tests.support.client_gateway import (
+    CALLER_TOKEN,
+    NAMESPACE,
+    ClientGateway,
+    gateway_over_child_runtime,
+)
 from tests.support.gateway_api import GATEWAY_SA_TOKEN
-from tests.support.runtime_server import spawn_runtime_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -39,16 +42,8 @@ INITIALIZE = {
 
 @pytest.fixture
 async def gateway(tmp_path: Path) -> AsyncIterator[ClientGateway]:
-    workdir = tmp_path / "sandbox"
-    workdir.mkdir()
-    token = secrets.token_urlsafe(16)
-    process, port = await asyncio.to_thread(spawn_runtime_process, workdir, token)
-    try:
-        async with client_gateway([(f"127.0.0.1:{port}", token)], str(workdir)) as gw:
-            yield gw
-    finally:
-        process.terminate()
-        await asyncio.to_thread(process.wait, 30)
+    async with gateway_over_child_runtime(tmp_path) as gateway:
+        yield gateway
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ SubjectAccessReview) are stand-ins, as no cluster runs here.
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -20,8 +19,12 @@ from mcp.client.stdio import stdio_client
 
 from tests.integration.cli.harness import cli_command, cli_environment
 from tests.integration.mcp.mcp_clients import http_server, http_session, text
-from tests.support.client_gateway import CALLER_TOKEN, NAMESPACE, ClientGateway, client_gateway
-from tests.support.runtime_server import spawn_runtime_process
+from tests.support.client_gateway import (
+    CALLER_TOKEN,
+    NAMESPACE,
+    ClientGateway,
+    gateway_over_child_runtime,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -30,17 +33,8 @@ ACCEPT = {"Accept": "application/json, text/event-stream"}
 
 @pytest.fixture
 async def gateway(tmp_path: Path) -> AsyncIterator[ClientGateway]:
-    # A child process: the in-process runtime would reap the MCP server's exit status too.
-    workdir = tmp_path / "sandbox"
-    workdir.mkdir()
-    token = secrets.token_urlsafe(16)
-    process, port = await asyncio.to_thread(spawn_runtime_process, workdir, token)
-    try:
-        async with client_gateway([(f"127.0.0.1:{port}", token)], str(workdir)) as gw:
-            yield gw
-    finally:
-        process.terminate()
-        await asyncio.to_thread(process.wait, 30)
+    async with gateway_over_child_runtime(tmp_path) as gateway:
+        yield gateway
 
 
 def cluster_flags(gateway: ClientGateway) -> list[str]:
