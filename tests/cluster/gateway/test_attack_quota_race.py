@@ -16,12 +16,8 @@ import pytest
 
 from sandfleet import Sandbox
 from sandfleet.errors import QuotaExceededError
+from tests.cluster.gateway.conftest import StartGateway, until_claimable
 from tests.cluster.gateway.test_claims import create_pool
-from tests.cluster.gateway.test_front_door import (  # noqa: F401 - start_gateway: a fixture
-    StartGateway,
-    start_gateway,
-    until_claimable,
-)
 from tests.cluster.gateway_clients import tenant_token
 from tests.cluster.kube_api import KubeApi
 from tests.cluster.operator_harness import (
@@ -64,7 +60,7 @@ async def claimed_pods(kube: KubeApi, namespace: str) -> dict[str, str]:
 async def test_two_replicas_racing_count_2_claims_never_exceed_the_quota(
     kube: KubeApi,
     namespace: str,
-    start_gateway: StartGateway,  # noqa: F811
+    start_gateway: StartGateway,
 ) -> None:
     await create_pool(kube, namespace, "warm", 2 * CLAIMS_PER_REPLICA * 2)
     settings = {"quotas": {namespace: QUOTA}, "quota_ledger_namespace": OPERATOR_NAMESPACE}
