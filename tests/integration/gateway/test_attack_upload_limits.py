@@ -50,7 +50,10 @@ async def claimed(tmp_path: Path) -> AsyncIterator[tuple[RuntimeClient, Path]]:
         )
         (sandbox,) = response.sandboxes
         proxied = RuntimeClient(
-            server.address, sandbox.token, session=f"{sandbox.namespace}/{sandbox.name}"
+            server.address,
+            sandbox.token,
+            session=f"{sandbox.namespace}/{sandbox.name}",
+            caller_token=lambda: USER_TOKEN,  # the gateway checks the caller on every call
         )
         stack.push_async_callback(proxied.close)
         yield proxied, tmp_path
