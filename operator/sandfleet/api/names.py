@@ -37,3 +37,11 @@ CALLER_AUTHORIZATION: Final = "x-sandfleet-authorization"
 metadata of a proxied runtime call (whose `authorization` is the session's runtime token),
 and an HTTP header to the operator through the API server's service proxy (which strips
 `Authorization`)."""
+
+
+def bearer_token_of(value: str | None) -> str | None:
+    """The token of an `Authorization`-style value `Bearer <token>` (the scheme in any case),
+    or None when the value is missing, of another scheme, or has no token."""
+    scheme, _, token = (value or "").partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None

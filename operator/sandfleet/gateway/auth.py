@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from sandfleet.api import CALLER_AUTHORIZATION, GROUP, SESSION_PLURAL
+from sandfleet.api.names import bearer_token_of
 from sandfleet.kube import access_review
 from sandfleet.kube.access_review import (
     ACCESS_REVIEWS,
@@ -43,9 +44,9 @@ def bearer_token(metadata: Any, key: str = "authorization") -> str:
     """The bearer token under `key` in call metadata (a sequence of (key, value) pairs)."""
     for name, value in metadata or ():
         if name == key and isinstance(value, str):
-            scheme, _, token = value.partition(" ")
-            if scheme.lower() == "bearer" and token.strip():
-                return token.strip()
+            token = bearer_token_of(value)
+            if token is not None:
+                return token
             break
     raise Unauthenticated(
         f"no bearer token: send '{key}: Bearer <token>' with a token the Kubernetes "

@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from cachetools import TTLCache
 
+from sandfleet.api.names import bearer_token_of
 from sandfleet.errors import SandfleetError
 from sandfleet.kube.client import KubeClient
 from sandfleet.kube.errors import ForbiddenError, KubeConnectionError, KubeError
@@ -255,9 +256,9 @@ metrics endpoints ask): the chart's ClusterRole <release namespace>-sandfleet-me
 def header_token(headers: Mapping[str, str], names: Sequence[str] = (AUTHORIZATION,)) -> str:
     """The bearer token of the first of the HTTP `headers` named in `names` that has one."""
     for name in names:
-        scheme, _, token = (headers.get(name) or "").partition(" ")
-        if scheme.lower() == "bearer" and token.strip():
-            return token.strip()
+        token = bearer_token_of(headers.get(name))
+        if token is not None:
+            return token
     raise Unauthenticated(
         f"no bearer token: send '{names[-1]}: Bearer <token>' with a token the Kubernetes "
         "API server accepts (`kubectl create token`, a ServiceAccount token)"

@@ -33,6 +33,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 import sandfleet
+from sandfleet.api.names import bearer_token_of
 from sandfleet.errors import SandboxLostError, SandfleetError
 from sandfleet.logs import get_logger
 from sandfleet.mcp.tools import (
@@ -227,9 +228,8 @@ class _BearerBackend(AuthenticationBackend):
     async def authenticate(
         self, conn: HTTPConnection
     ) -> tuple[AuthCredentials, AuthenticatedUser] | None:
-        scheme, _, token = conn.headers.get("authorization", "").partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
+        token = bearer_token_of(conn.headers.get("authorization"))
+        if token is None:
             return None
         identity = await self._verifier.verify(token, conn.headers)
         if identity is None:
