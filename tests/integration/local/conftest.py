@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,23 @@ from sandfleet.local.processes import pids_tagged
 
 MECHANISMS = ("bwrap", "unshare", "none")
 NAMESPACED = ("bwrap", "unshare")
+
+
+THROWAWAY_UID = 2**31 - 2**24 - 7  # below the sandboxes' host uids; in no passwd
+
+
+@pytest.fixture
+def work_dir() -> Iterator[Path]:
+    """State dir and HOME for a run as the throwaway uid (the attack tests), reachable by it."""
+    base = Path(tempfile.mkdtemp(prefix="sandfleet-attack-home-"))
+    (base / "state").mkdir()
+    if os.geteuid() == 0:
+        shutil.chown(base, THROWAWAY_UID, THROWAWAY_UID)
+        shutil.chown(base / "state", THROWAWAY_UID, THROWAWAY_UID)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def _unavailable(mechanism: str) -> str | None:

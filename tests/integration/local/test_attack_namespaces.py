@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +20,7 @@ from sandfleet.local.isolation import nsinit_spec, unshare_command
 from sandfleet.local.layout import host_path, plan_layout, scan_host_root
 from sandfleet.sandbox import SandboxPaths
 from sandfleet.settings import Settings
-from tests.integration.local.test_isolation_attacks import THROWAWAY_UID, _unprivileged
+from tests.integration.local.test_isolation_attacks import _unprivileged
 
 pytestmark = pytest.mark.integration
 
@@ -41,20 +38,6 @@ REFUSED = {
     "unshare_newuser": "refused:EPERM",
     "io_uring_setup": "refused:EPERM",
 }
-
-
-@pytest.fixture
-def work_dir() -> Iterator[Path]:
-    """State dir and HOME for the run, reachable by the throwaway uid."""
-    base = Path(tempfile.mkdtemp(prefix="sandfleet-doors-"))
-    (base / "state").mkdir()
-    if os.geteuid() == 0:
-        shutil.chown(base, THROWAWAY_UID, THROWAWAY_UID)
-        shutil.chown(base / "state", THROWAWAY_UID, THROWAWAY_UID)
-    try:
-        yield base
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.mark.parametrize("tool", ["unshare", "bwrap"])

@@ -24,13 +24,13 @@ import pytest
 from sandfleet.local import LocalSandboxConfig, launch_local_runtime
 from sandfleet.local.cgroups import AGENT_MEMORY_HEADROOM, AGENT_PROCESS_HEADROOM
 from sandfleet.local.isolation import SANDBOX_UID
+from tests.integration.local.conftest import THROWAWAY_UID
 
 pytestmark = pytest.mark.integration
 
 ATTACK = Path(__file__).with_name("attack_sandbox.py")
 REPO = Path(__file__).resolve().parents[3]
 TUN = "/dev/net/tun"
-THROWAWAY_UID = 2**31 - 2**24 - 7  # below the sandboxes' host uids; in no passwd
 
 
 @pytest.fixture
@@ -126,20 +126,6 @@ def _attack(
     assert result.returncode == 0, result.stderr[-3000:]
     report: dict[str, object] = json.loads(result.stdout.strip().splitlines()[-1])
     return report
-
-
-@pytest.fixture
-def work_dir() -> Iterator[Path]:
-    """State dir and HOME for the run, reachable by the throwaway uid."""
-    base = Path(tempfile.mkdtemp(prefix="sandfleet-attack-home-"))
-    (base / "state").mkdir()
-    if os.geteuid() == 0:
-        shutil.chown(base, THROWAWAY_UID, THROWAWAY_UID)
-        shutil.chown(base / "state", THROWAWAY_UID, THROWAWAY_UID)
-    try:
-        yield base
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.mark.parametrize("tool", ["unshare", "bwrap"])
