@@ -39,7 +39,7 @@ from sandfleet.gateway.claim_ids import (
     session_name,
 )
 from sandfleet.gateway.claim_types import Claimed, ClaimFailed, ClaimFailure, ClaimSpec
-from sandfleet.gateway.idle_pods import IdlePods, runtime_address
+from sandfleet.gateway.idle_pods import IdlePods, claimable, runtime_address
 from sandfleet.kube import (
     ConflictError,
     InvalidError,
@@ -238,20 +238,39 @@ class Claimer:
         return None
 
     async def _patch_claim(self, namespace: str, pod: Pod, session: str) -> bool:
-        """The conditional claim patch; False when the pod changed (someone else's claim)."""
-        meta = pod["metadata"]
-        patch = gateway_claim_patch(
-            session, meta["resourceVersion"], dt.datetime.now(dt.UTC), self._settings.replica
-        )
-        try:
-            patched = await self._kube.patch(
-                resource_path("v1", "pods", namespace, meta["name"]), patch
+        """The conditional claim patch; False when the pod is no longer claimable (another
+        claim took it, or it is leaving). A conflict from an unrelated write (the kubelet's
+        status, a newer readiness) is retried once on the pod as it is now: losing a warm
+        pod to such a race would send the claim to a cold start for nothing."""
+        path = resource_path("v1", "pods", namespace, pod["metadata"]["name"])
+        for attempt in range(2):
+            patch = gateway_claim_patch(
+                session,
+                pod["metadata"]["resourceVersion"],
+                dt.datetime.now(dt.UTC),
+                self._settings.replica,
             )
-        except (ConflictError, NotFoundError):
-            log.info("warm_claim_lost", pod=f"{namespace}/{meta['name']}")
-            return False
-        self.idle.index.apply("MODIFIED", patched)
-        return True
+            try:
+                patched = await self._kube.patch(path, patch)
+            except NotFoundError:
+                break
+            except ConflictError:
+                if attempt:
+                    break
+                try:
+                    fresh: Pod = await self._kube.get(path)
+                except NotFoundError:
+                    break
+                if fresh["metadata"].get("uid") != pod["metadata"].get("uid") or not claimable(
+                    fresh
+                ):
+                    break
+                pod = fresh
+                continue
+            self.idle.index.apply("MODIFIED", patched)
+            return True
+        log.info("warm_claim_lost", pod=f"{namespace}/{pod['metadata']['name']}")
+        return False
 
     async def _bind(
         self, client: RuntimeClient, spec: ClaimSpec, name: str, token: str, workdir: str

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import copy
 import datetime as dt
 import time
 from typing import Any
@@ -180,6 +181,37 @@ async def test_replicas_and_kubectl_racing_for_one_pool_never_share_a_pod(
     await kube.checked("DELETE", f"{SESSIONS.format(ns=namespace)}/kubectl-a")
     await kube.checked("DELETE", f"{SESSIONS.format(ns=namespace)}/kubectl-b")
     await kube.checked("DELETE", f"{POOLS.format(ns=namespace)}/race")
+    await wait_no_leftovers(kube, namespace, timeout_s=60)
+
+
+async def test_a_pod_touched_by_an_unrelated_write_since_the_index_saw_it_is_still_claimed_warm(
+    kube: KubeApi,
+    namespace: str,
+    operator: OperatorProcess,
+    make_claimer: MakeClaimer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The claim patch is conditional on the pod's resourceVersion; a write that does not
+    claim the pod (the kubelet's status, someone's annotation) must not cost a warm start."""
+    await create_pool(kube, namespace, "touched", 1)
+    claimer = await make_claimer(namespace)
+    await until_warm(claimer, namespace, "touched", 1)
+    (stale,) = [copy.deepcopy(p) for p in claimer.idle.candidates(namespace, "touched")]
+    await kube.checked(
+        "PATCH",
+        f"{PODS.format(ns=namespace)}/{stale['metadata']['name']}",
+        {"metadata": {"annotations": {"example.com/touched": "yes"}}},
+        content_type="application/merge-patch+json",
+    )
+    # The claim sees the pod as the index had it before that write.
+    monkeypatch.setattr(claimer.idle, "candidates", lambda ns, pool: [stale])
+
+    (claimed,) = await claimer.claim(spec(namespace, "touched"))
+
+    assert claimed.warm and claimed.pod == stale["metadata"]["name"]
+    assert (await run(claimed, "echo warm")).strip() == "warm"
+    await claimer.release(namespace, [claimed.name])
+    await kube.checked("DELETE", f"{POOLS.format(ns=namespace)}/touched")
     await wait_no_leftovers(kube, namespace, timeout_s=60)
 
 
