@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-TEST_COMMAND = ".venv/bin/python -m pytest"
+TEST_COMMAND = ".venv/bin/python -m pytest -n 2"
 
 
 def _fenced_blocks(text: str) -> list[str]:

@@ -1,0 +1,26 @@
+"""Two lanes for `pytest -n 2`: the cluster's tests in one worker, everything else in the other.
+
+Each lane runs its tests one after the other, as a plain `pytest` would; the lanes run side
+by side. The cluster lane spends most of its time waiting on the API server and containerd,
+so the host lane (unit, integration, model, browser) fits in that time. Two lanes, not
+free distribution: several host tests assert that no sandbox, process or cgroup of theirs is
+left behind, which another worker's live sandboxes would break. Without `-n` the groups are
+inert.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+CLUSTER_TESTS = Path(__file__).parent / "cluster"
+CLUSTER_LANE = "cluster"
+HOST_LANE = "host"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        on_cluster = item.get_closest_marker("cluster") or item.path.is_relative_to(CLUSTER_TESTS)
+        lane = CLUSTER_LANE if on_cluster else HOST_LANE
+        item.add_marker(pytest.mark.xdist_group(lane))
