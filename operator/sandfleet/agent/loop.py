@@ -45,10 +45,10 @@ from sandfleet.agent.sandbox_access import (
 )
 from sandfleet.agent.task_inputs import describe_input_files
 from sandfleet.agent.tools import execute_tool_call
-from sandfleet.agent.trajectory import TrajectoryWriter
 from sandfleet.errors import SandboxLostError
 from sandfleet.logs import get_logger
 from sandfleet.tool_calls import SUBMIT, SUBMITTED_OBSERVATION, tool_specs
+from sandfleet.trajectory.writer import TrajectoryWriter
 
 log = get_logger(__name__)
 

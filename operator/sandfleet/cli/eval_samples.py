@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from sandfleet.agent import AgentConfig, Model, ModelError, StopReason, TrajectoryWriter
-from sandfleet.agent.trajectory import FORMAT_VERSION
 from sandfleet.cli.execution import execute_task
 from sandfleet.cli.results import (
     FAILED_STOP_REASONS,
@@ -35,6 +34,7 @@ from sandfleet.eval.user_process import compute_reward
 from sandfleet.logs import get_logger
 from sandfleet.settings import Settings
 from sandfleet.tasks import TaskSpec
+from sandfleet.trajectory.format import FORMAT_VERSION
 
 log = get_logger(__name__)
 

@@ -32,7 +32,8 @@ from sandfleet.cli.results import ExitCode
 from sandfleet.cli.trajectory_render import RecordRenderer
 from sandfleet.errors import SandfleetError
 from sandfleet.settings import Settings
-from sandfleet.trajectory_files import CHUNK_BYTES, TrajectoryDirectory, read_chunks, snapshot
+from sandfleet.trajectory.lines import LineSplitter
+from sandfleet.trajectory.store import CHUNK_BYTES, TrajectoryDirectory, read_chunks, snapshot
 
 if TYPE_CHECKING:
     # Imported where used: aiohttp costs a tenth of a second every other subcommand would pay.
@@ -432,7 +433,7 @@ async def _copy(
 ) -> int:
     # Synchronous writes: the command has nothing else to do meanwhile, and a slow reader of
     # stdout should slow the download down.
-    lines = _LineSplitter()
+    lines = LineSplitter()
     received = 0
     async with contextlib.aclosing(chunks) as stream:
         async for chunk in stream:
@@ -441,23 +442,8 @@ async def _copy(
                 raw.write(chunk)
             if render is not None:
                 for line in lines.feed(chunk):
-                    render(line)
+                    if line.strip():
+                        render(line)
     if raw is not None:
         raw.flush()
     return received
-
-
-class _LineSplitter:
-    """Whole lines out of a byte stream; memory holds at most one record's bytes."""
-
-    def __init__(self) -> None:
-        self._pending = bytearray()
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        if b"\n" not in chunk:  # part of a long record: extend, do not re-copy what we hold
-            self._pending += chunk
-            return []
-        head, *middle, tail = chunk.split(b"\n")
-        first = bytes(self._pending) + head
-        self._pending = bytearray(tail)
-        return [line for line in (first, *middle) if line.strip()]

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from sandfleet.agent.trajectory import TrajectoryWriter
 from sandfleet.api.trajectories import TrajectoryNameError, trajectory_path
 from sandfleet.cli.trajectory import service_proxy_path
 from sandfleet.kube.access_review import Authenticator
 from sandfleet.operator.http_api import RunningHttpServer, build_http_app, serve_http
 from sandfleet.operator.trajectory_store import DirectoryTrajectoryStore
+from sandfleet.trajectory.writer import TrajectoryWriter
 from tests.integration.cli.harness import cli_environment, run_cli
 from tests.support.gateway_api import running_api
 from tests.support.kube_exec_plugin import ExecPlugin, write_kubeconfig
