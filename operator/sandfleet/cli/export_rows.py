@@ -21,7 +21,7 @@ from sandfleet.agent.training_rows import (
     training_rows,
 )
 from sandfleet.cli.consoles import error_console
-from sandfleet.cli.results import ExitCode
+from sandfleet.cli.exit_codes import ExitCode
 from sandfleet.errors import SandfleetError
 from sandfleet.settings import Settings
 from sandfleet.trajectory.reader import read_trajectory

@@ -15,10 +15,11 @@ from rich.text import Text
 import sandfleet
 from sandfleet.cli.arg_parser import SuggestingParser
 from sandfleet.cli.consoles import error_console, output_console
+from sandfleet.cli.exit_codes import ExitCode
 from sandfleet.cli.failures import exit_for
-from sandfleet.cli.results import PRIVATE_UMASK, ExitCode
 from sandfleet.cli.settings_command import resolve_from_arguments
 from sandfleet.logs import configure_logging, get_logger
+from sandfleet.runs.folders import PRIVATE_UMASK
 from sandfleet.settings import Settings, SettingsError
 
 log = get_logger(__name__)

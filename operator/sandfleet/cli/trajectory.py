@@ -27,8 +27,8 @@ from sandfleet.api.trajectories import (
     validate_uid,
 )
 from sandfleet.cli.consoles import error_console
+from sandfleet.cli.exit_codes import ExitCode
 from sandfleet.cli.interrupts import run_until_interrupted
-from sandfleet.cli.results import ExitCode
 from sandfleet.cli.trajectory_render import RecordRenderer
 from sandfleet.errors import SandfleetError
 from sandfleet.settings import Settings
