@@ -53,7 +53,8 @@ _EXIT_CODES = """\
 exit codes: 0 submitted with an answer / all submitted with answers / all matched; 1 not
 submitted (max_turns, context_exceeded, no_tool_call) or a replay mismatch; 2 bad usage or
 input; 3 model endpoint error; 4 sandbox failed to start or was lost; 5 submitted without an
-answer (no answer file, no text; batch: all submitted, some without); 130 interrupted.
+answer (no answer file, no text; batch: all submitted, some without); 6 trajectory: none
+stored, or the operator or API server could not answer; 130 interrupted.
 """
 
 _EPILOG = _SETTINGS_EPILOG + "\n" + _EXIT_CODES
