@@ -56,70 +56,100 @@ async def execute_task(
     outcome's stop reason says what happened. CancelledError propagates after result.json
     has been written with stop reason `cancelled` and the sandbox has been reclaimed.
     """
-    task = spec.task
-    started = time.perf_counter()
-    finished: list[AgentResult] = []
-
-    def observe(event: AgentEvent) -> None:
-        if isinstance(event, RunFinished):
-            finished.append(event.result)
-        if on_event is not None:
-            on_event(event)
-
+    run = _Execution(spec, model, config, folder, on_event)
     async with contextlib.AsyncExitStack() as stack:
         try:
             sandbox = await stack.enter_async_context(
                 sandboxes(spec, tool_timeout_s=config.tool_timeout_s)
             )
         except (SandfleetError, OSError) as error:
-            log.warning("sandbox_launch_failed", task=task.id, error=str(error))
-            outcome = TaskOutcome.failure(
-                task.id, RunFailure.LAUNCH_FAILED, f"the sandbox did not start: {error}",
-                model=config.model, results_dir=folder,
-                total_time_s=time.perf_counter() - started,
-            )  # fmt: skip
-            await asyncio.to_thread(write_result_file, folder / RESULT_FILE, outcome)
-            return outcome
+            log.warning("sandbox_launch_failed", task=spec.task.id, error=str(error))
+            failure = run.failure(RunFailure.LAUNCH_FAILED, f"the sandbox did not start: {error}")
+            return await run.record(failure)
         trajectory = stack.enter_context(TrajectoryWriter(folder / TRAJECTORY_FILE))
-        try:
-            result = await run_agent(
-                task, sandbox, model, config, trajectory=trajectory, on_event=observe
-            )
-        except TaskFileError as error:  # an input file vanished or became unreadable
-            trajectory.close()
-            _remove_if_empty(trajectory.path)  # the loop reads its inputs before any record
-            outcome = TaskOutcome.failure(
-                task.id, RunFailure.INVALID_TASK, str(error), model=config.model,
-                results_dir=folder, total_time_s=time.perf_counter() - started,
-            )  # fmt: skip
-            await asyncio.to_thread(write_result_file, folder / RESULT_FILE, outcome)
-            return outcome
-        # The error contract: whatever broke, the run leaves a result.json and an outcome.
-        except Exception as error:
-            log.warning("task_crashed", task=task.id, error=repr(error))
-            log.debug("task_crash_traceback", task=task.id, exc_info=True)
-            outcome = _crashed(
-                task, error, config.model, folder, started=started, finished=finished
-            )
-            await asyncio.to_thread(write_result_file, folder / RESULT_FILE, outcome)
-            return outcome
-        except asyncio.CancelledError:
-            partial = finished[0] if finished else None
-            outcome = _cancelled_outcome(task, partial, config.model, folder, started)
-            # Synchronous on purpose: nothing may be awaited between a cancellation and the
-            # record of it, or a second Ctrl-C could leave no result behind.
-            write_result_file(folder / RESULT_FILE, outcome)
-            raise
+        result = await run.loop(sandbox, trajectory)
+        if isinstance(result, TaskOutcome):
+            return await run.record(result)
         copied, copy_error, report = await _copy_outputs(
             sandbox, result, folder / OUTPUT_FOLDER, copy_limits or CopyLimits()
         )
     outcome = TaskOutcome.from_agent_result(
         result, model=config.model, results_dir=folder, output_files=copied,
-        total_time_s=time.perf_counter() - started, error=copy_error,
+        total_time_s=run.elapsed_s(), error=copy_error,
         copy_back=report.to_record() if report is not None else None,
     )  # fmt: skip
-    await asyncio.to_thread(write_result_file, folder / RESULT_FILE, outcome)
-    return outcome
+    return await run.record(outcome)
+
+
+class _Execution:
+    """One execute_task call's bookkeeping: the clock, the loop's result once it reported
+    one, and the outcomes of the ways a run can break."""
+
+    def __init__(
+        self,
+        spec: TaskSpec,
+        model: Model,
+        config: AgentConfig,
+        folder: Path,
+        on_event: EventSink | None,
+    ) -> None:
+        self.task = spec.task
+        self.model = model
+        self.config = config
+        self.folder = folder
+        self.on_event = on_event
+        self.started = time.perf_counter()
+        self.finished: list[AgentResult] = []
+
+    def elapsed_s(self) -> float:
+        return time.perf_counter() - self.started
+
+    def observe(self, event: AgentEvent) -> None:
+        if isinstance(event, RunFinished):
+            self.finished.append(event.result)
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def failure(self, reason: RunFailure | StopReason, error: str) -> TaskOutcome:
+        return TaskOutcome.failure(
+            self.task.id, reason, error, model=self.config.model, results_dir=self.folder,
+            total_time_s=self.elapsed_s(),
+        )  # fmt: skip
+
+    async def record(self, outcome: TaskOutcome) -> TaskOutcome:
+        await asyncio.to_thread(write_result_file, self.folder / RESULT_FILE, outcome)
+        return outcome
+
+    async def loop(
+        self, sandbox: Sandbox, trajectory: TrajectoryWriter
+    ) -> AgentResult | TaskOutcome:
+        """The agent loop's result, or the outcome of a run that broke (the error contract:
+        whatever broke, the run leaves a result.json and an outcome)."""
+        task = self.task
+        try:
+            return await run_agent(
+                task, sandbox, self.model, self.config, trajectory=trajectory, on_event=self.observe
+            )
+        except TaskFileError as error:  # an input file vanished or became unreadable
+            trajectory.close()
+            _remove_if_empty(trajectory.path)  # the loop reads its inputs before any record
+            return self.failure(RunFailure.INVALID_TASK, str(error))
+        except Exception as error:
+            log.warning("task_crashed", task=task.id, error=repr(error))
+            log.debug("task_crash_traceback", task=task.id, exc_info=True)
+            return _crashed(
+                task, error, self.config.model, self.folder, started=self.started,
+                finished=self.finished,
+            )  # fmt: skip
+        except asyncio.CancelledError:
+            partial = self.finished[0] if self.finished else None
+            outcome = _cancelled_outcome(
+                task, partial, self.config.model, self.folder, self.started
+            )
+            # Synchronous on purpose: nothing may be awaited between a cancellation and the
+            # record of it, or a second Ctrl-C could leave no result behind.
+            write_result_file(self.folder / RESULT_FILE, outcome)
+            raise
 
 
 async def run_folder(results_dir: Path, task_id: str) -> Path:

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from sandfleet.api.trajectories import TrajectoryNameError, trajectory_path
+from sandfleet.cli.exit_codes import ExitCode
 from sandfleet.kube.access_review import Authenticator
 from sandfleet.operator.http_api import RunningHttpServer, build_http_app, serve_http
 from sandfleet.operator.trajectory_store import DirectoryTrajectoryStore
-from sandfleet.cli.exit_codes import ExitCode
 from sandfleet.runs.trajectory_sources import service_proxy_path
 from sandfleet.trajectory.writer import TrajectoryWriter
 from tests.integration.cli.harness import cli_environment, run_cli
