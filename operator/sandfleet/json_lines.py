@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
 from sandfleet.errors import SandfleetError
+from sandfleet.trajectory.lines import BadLineError, json_value, mend_torn_tail, read_lines
 
 T = TypeVar("T")
 
@@ -35,33 +36,22 @@ class JsonLinesLog(Generic[T]):
     def load(self) -> list[T]:
         """Every recorded item, oldest first. A torn last line (the process died while writing
         it) is cut off the file so the next append starts on a clean line; a bad line before
-        it is an error, never silently dropped."""
+        it is an error, never silently dropped (sandfleet.trajectory.lines' rules)."""
         try:
-            data = self.path.read_bytes()
+            items = list(read_lines(self.path, self._decode))
+            mend_torn_tail(self.path, self._decode)
         except FileNotFoundError:
             return []
+        except BadLineError as error:
+            raise self.error(
+                f"{self.path}:{error.number}: not {self.what} ({error.cause})"
+            ) from error
         except OSError as error:
             raise self.error(f"cannot read {self.path}: {error}") from error
-        items: list[T] = []
-        offset = 0
-        lines = data.split(b"\n")
-        for index, line in enumerate(lines):
-            if line.strip():
-                try:
-                    items.append(self.parse(json.loads(line)))
-                except (ValueError, TypeError, AttributeError) as error:
-                    if index != len(lines) - 1:
-                        raise self.error(
-                            f"{self.path}:{index + 1}: not {self.what} ({error})"
-                        ) from error
-                    with self.path.open("r+b") as log:
-                        log.truncate(offset)
-                    return items
-            offset += len(line) + 1
-        if data and not data.endswith(b"\n"):  # a complete last line without its newline
-            with self.path.open("ab") as log:
-                log.write(b"\n")
         return items
+
+    def _decode(self, line: bytes) -> T:
+        return self.parse(json_value(line))
 
     def append(self, item: T) -> None:
         """Append one line and fsync it (blocking: call it from a worker thread)."""

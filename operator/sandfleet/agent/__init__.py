@@ -71,8 +71,8 @@ _LAZY = {
     "ToolSpec": "sandfleet.tool_calls",
     "execute_tool_call": "sandfleet.agent.tools",
     "tool_specs": "sandfleet.tool_calls",
-    "TrajectoryWriter": "sandfleet.agent.trajectory",
-    "read_trajectory": "sandfleet.agent.trajectory",
+    "TrajectoryWriter": "sandfleet.trajectory.writer",
+    "read_trajectory": "sandfleet.trajectory.reader",
 }
 
 if TYPE_CHECKING:
@@ -100,8 +100,9 @@ if TYPE_CHECKING:
     from sandfleet.agent.sandbox_access import AgentSandbox
     from sandfleet.agent.task_inputs import TaskFileError
     from sandfleet.agent.tools import execute_tool_call
-    from sandfleet.agent.trajectory import TrajectoryWriter, read_trajectory
     from sandfleet.tool_calls import ToolCall, ToolSpec, tool_specs
+    from sandfleet.trajectory.reader import read_trajectory
+    from sandfleet.trajectory.writer import TrajectoryWriter
 
 
 def openai_model(config: AgentConfig) -> OpenAIChatModel:

@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 
 from sandfleet.agent.config import AgentConfig, Task
-from sandfleet.agent.context_shortening import ObservationLedger, shrunk_max_tokens
+from sandfleet.agent.context_shortening import shrunk_max_tokens
 from sandfleet.agent.events import EventSink
 from sandfleet.agent.model import (
     ContextLengthExceededError,
     Model,
     ModelError,
     ModelTurn,
-    Usage,
 )
 from sandfleet.agent.model_retries import listening
 from sandfleet.agent.prompts import (
@@ -34,9 +32,10 @@ from sandfleet.agent.prompts import (
     remaining_turns_notice,
     template_values,
 )
-from sandfleet.agent.recorded_run import ResumeError, ResumeState, transcript_messages
+from sandfleet.agent.recorded_run import ResumeError, ResumeState
 from sandfleet.agent.recorder import RunRecorder
 from sandfleet.agent.results import AgentResult, StopReason, TurnTiming
+from sandfleet.agent.run_state import RunState
 from sandfleet.agent.sandbox_access import (
     AgentSandbox,
     output_files,
@@ -45,10 +44,10 @@ from sandfleet.agent.sandbox_access import (
 )
 from sandfleet.agent.task_inputs import describe_input_files
 from sandfleet.agent.tools import execute_tool_call
-from sandfleet.agent.trajectory import TrajectoryWriter
 from sandfleet.errors import SandboxLostError
 from sandfleet.logs import get_logger
 from sandfleet.tool_calls import SUBMIT, SUBMITTED_OBSERVATION, tool_specs
+from sandfleet.trajectory.writer import TrajectoryWriter
 
 log = get_logger(__name__)
 
@@ -84,19 +83,10 @@ class AgentLoop:
         self._trajectory = trajectory
         self._recorder = RunRecorder(task.id, trajectory, on_event)
         self._specs = tool_specs(offer_undo_edit=config.offer_undo_edit)
-        self._transcript: list[Any] = []
-        self._observations = ObservationLedger()
-        self._nudges = 0
-        """Replies in a row without a tool call (each got a nudge)."""
-        self._max_tokens = config.max_tokens
-        self._turns = 0
-        self._usage = Usage()
-        self._model_s = 0.0
-        self._tool_s = 0.0
+        self._state = RunState.fresh(config)
+        """The whole run state; a resumed run replaces it with the recorded one."""
         self._turn_model_s = 0.0
-        self._timings: list[TurnTiming] = []
-        self._last_text: str | None = None
-        self._answer_from_file = False
+        """Model time of the turn in progress (added to the state when the turn closes)."""
         self._resume = resume
         self._suspending = False
         self.result: AgentResult | None = None
@@ -121,12 +111,12 @@ class AgentLoop:
             answer, files, stop, error = await self._collect_outputs(stop, error)
         except asyncio.CancelledError:
             if self._suspending:
-                self._recorder.suspended(self._turns)
-                log.info("agent_run_suspended", task=self._task.id, turn=self._turns)
+                self._recorder.suspended(self._state.turns)
+                log.info("agent_run_suspended", task=self._task.id, turn=self._state.turns)
                 raise
             # Nothing here awaits: a second cancellation cannot interrupt the bookkeeping.
             self._finish(
-                StopReason.CANCELLED, self._last_text, [], "the run was cancelled", started
+                StopReason.CANCELLED, self._state.last_text, [], "the run was cancelled", started
             )
             raise
         return self._finish(stop, answer, files, error, started)
@@ -149,44 +139,35 @@ class AgentLoop:
             self._restore(self._resume)
             if self._resume.submitted:
                 return StopReason.SUBMITTED, None
-            if self._nudges > self._config.max_nudges:
+            if self._state.nudges > self._config.max_nudges:
                 return StopReason.NO_TOOL_CALL, self._no_tool_call_error()
-        if not self._transcript:
+        if not self._state.transcript:
             try:
                 await upload_task_files(self._sandbox, self._task.files)
             except SandboxLostError as exc:
                 return StopReason.SANDBOX_LOST, f"uploading the task files failed: {exc}"
             self._start_transcript()
-        for turn in range(self._turns + 1, self._config.max_turns + 1):
+        for turn in range(self._state.turns + 1, self._config.max_turns + 1):
             stop = await self._run_turn(turn)
             if stop is not None:
                 return stop
         return StopReason.MAX_TURNS, None
 
-    def _restore(self, state: ResumeState) -> None:
+    def _restore(self, recorded: ResumeState) -> None:
         """Take over the recorded part of the run; an unprompted state starts over."""
-        self._turns = state.turns
-        self._usage = state.usage
-        self._model_s, self._tool_s = state.model_time_s, state.tool_time_s
-        self._timings.extend(state.turn_timings)
-        self._last_text = state.last_text
-        if state.max_tokens is not None and (
-            self._max_tokens is None or state.max_tokens < self._max_tokens
-        ):
-            self._max_tokens = state.max_tokens
-        self._transcript.extend(transcript_messages(state.transcript, self._model))
-        for index, entry in enumerate(state.transcript):
-            if entry.call is not None:
-                self._observations.add(
-                    index, entry.turn, entry.call, entry.text, clipped=entry.clipped
-                )
-        self._nudges = state.nudges
-        lost = [call.call_id for call in state.lost_calls]
+        self._state = RunState.resumed(recorded, self._config, self._model)
+        lost = [call.call_id for call in recorded.lost_calls]
         self._recorder.resumed(
-            state.turns + 1, turns_done=state.turns, lost_calls=lost, synthesized=state.synthesized
+            recorded.turns + 1,
+            turns_done=recorded.turns,
+            lost_calls=lost,
+            synthesized=recorded.synthesized,
         )
         log.info(
-            "agent_run_resumed", task=self._task.id, turns_done=state.turns, lost_calls=len(lost)
+            "agent_run_resumed",
+            task=self._task.id,
+            turns_done=recorded.turns,
+            lost_calls=len(lost),
         )
 
     def _start_transcript(self) -> None:
@@ -203,14 +184,14 @@ class AgentLoop:
         )
         system = fill_template(system_template, values)
         instance = fill_template(instance_template, values)
-        self._transcript.append(self._model.system_message(system))
-        self._transcript.append(self._model.user_message(instance))
+        self._state.transcript.append(self._model.system_message(system))
+        self._state.transcript.append(self._model.user_message(instance))
         self._recorder.message(0, "system", system)
         self._recorder.message(0, "user", instance)
 
     async def _run_turn(self, turn: int) -> _Stop | None:
         turn_started = time.perf_counter()
-        self._turns = turn
+        self._state.turns = turn
         self._turn_model_s = 0.0
         tool_s = 0.0
         self._recorder.turn_started(turn, self._config.max_turns)
@@ -229,7 +210,7 @@ class AgentLoop:
             )
             if not reply.tool_calls:
                 return self._nudge(turn, notice)
-            self._nudges = 0
+            self._state.nudges = 0
             last = len(reply.tool_calls) - 1
             for index, call in enumerate(reply.tool_calls):
                 self._recorder.tool_called(turn, call)
@@ -246,8 +227,8 @@ class AgentLoop:
                     tool_s += call_s
                 if index == last:
                     output += notice
-                self._observations.add(len(self._transcript), turn, call, output)
-                self._transcript.append(self._model.tool_result_message(call, output))
+                self._state.observations.add(len(self._state.transcript), turn, call, output)
+                self._state.transcript.append(self._model.tool_result_message(call, output))
                 self._recorder.observed(turn, call, output, call_s)
             return None
         finally:
@@ -255,16 +236,16 @@ class AgentLoop:
 
     def _nudge(self, turn: int, notice: str) -> _Stop | None:
         """Answer a reply without a tool call: a nudge, or the end after max_nudges in a row."""
-        self._nudges += 1
-        if self._nudges > self._config.max_nudges:
+        self._state.nudges += 1
+        if self._state.nudges > self._config.max_nudges:
             return StopReason.NO_TOOL_CALL, self._no_tool_call_error()
         nudge = no_tool_call_nudge(self._sandbox.paths) + notice
-        self._transcript.append(self._model.user_message(nudge))
+        self._state.transcript.append(self._model.user_message(nudge))
         self._recorder.message(turn, "user", nudge)
         return None
 
     def _no_tool_call_error(self) -> str:
-        return f"the model replied {self._nudges} times in a row without calling a tool"
+        return f"the model replied {self._state.nudges} times in a row without calling a tool"
 
     async def _ask_model(self, turn: int) -> ModelTurn:
         """The model's reply; a context-length rejection first shrinks max_tokens (up to
@@ -275,11 +256,11 @@ class AgentLoop:
             try:
                 with listening(lambda retry: self._recorder.retried(turn, retry)):
                     return await self._model.complete(
-                        self._transcript, self._specs, max_tokens=self._max_tokens
+                        self._state.transcript, self._specs, max_tokens=self._state.max_tokens
                     )
             except ContextLengthExceededError as exc:
                 smaller = shrunk_max_tokens(
-                    self._max_tokens, exc, floor=self._config.min_completion_tokens
+                    self._state.max_tokens, exc, floor=self._config.min_completion_tokens
                 )
                 if smaller is None or shrinks >= self._config.context_retries:
                     if self._shorten_history(turn, exc):
@@ -290,11 +271,11 @@ class AgentLoop:
                     "max_tokens_reduced",
                     task=self._task.id,
                     turn=turn,
-                    old=self._max_tokens,
+                    old=self._state.max_tokens,
                     new=smaller,
                 )
-                self._recorder.max_tokens_reduced(turn, self._max_tokens, smaller, str(exc))
-                self._max_tokens = smaller
+                self._recorder.max_tokens_reduced(turn, self._state.max_tokens, smaller, str(exc))
+                self._state.max_tokens = smaller
             except ModelError:
                 raise
             # A Model must raise only ModelError; one that breaks that (an adapter bug, a reply
@@ -307,12 +288,14 @@ class AgentLoop:
 
     def _shorten_history(self, turn: int, error: ContextLengthExceededError) -> bool:
         """Clip old observations in the transcript; False when nothing is left to clip."""
-        kept, clippings = self._observations.shorten(turn - 1, self._config.context_keep_turns)
+        kept, clippings = self._state.observations.shorten(
+            turn - 1, self._config.context_keep_turns
+        )
         if not clippings:
             return False
         for clipping in clippings:
             observation = clipping.observation
-            self._transcript[observation.index] = self._model.tool_result_message(
+            self._state.transcript[observation.index] = self._model.tool_result_message(
                 observation.call, observation.text
             )
         log.warning("context_shortened", task=self._task.id, turn=turn, clipped=len(clippings))
@@ -322,38 +305,45 @@ class AgentLoop:
         return True
 
     def _take_reply(self, turn: int, reply: ModelTurn) -> None:
-        self._usage += reply.usage
+        self._state.usage += reply.usage
         if reply.text:
-            self._last_text = reply.text
-        self._transcript.append(reply.message)
-        self._recorder.replied(turn, reply, model_s=self._turn_model_s, max_tokens=self._max_tokens)
+            self._state.last_text = reply.text
+        self._state.transcript.append(reply.message)
+        self._recorder.replied(
+            turn, reply, model_s=self._turn_model_s, max_tokens=self._state.max_tokens
+        )
 
     def _close_turn(self, turn: int, started: float, tool_s: float) -> None:
         wall = time.perf_counter() - started
-        self._model_s += self._turn_model_s
-        self._tool_s += tool_s
+        self._state.model_time_s += self._turn_model_s
+        self._state.tool_time_s += tool_s
         overhead = max(0.0, wall - self._turn_model_s - tool_s)
-        self._timings.append(TurnTiming(turn, self._turn_model_s, tool_s, overhead))
+        self._state.timings.append(TurnTiming(turn, self._turn_model_s, tool_s, overhead))
         log.debug("agent_turn_completed", task=self._task.id, turn=turn, overhead_s=overhead)
 
     async def _collect_outputs(
         self, stop: StopReason, error: str | None
     ) -> tuple[str | None, list[str], StopReason, str | None]:
         if stop is StopReason.SANDBOX_LOST:
-            return self._last_text, [], stop, error
+            return self._state.last_text, [], stop, error
         try:
             files = await output_files(self._sandbox)
         except SandboxLostError as exc:
-            return self._last_text, [], StopReason.SANDBOX_LOST, f"listing outputs: {exc}"
+            return self._state.last_text, [], StopReason.SANDBOX_LOST, f"listing outputs: {exc}"
         paths = [entry.path for entry in files]
         try:
             answer = await read_answer(self._sandbox, files)
         except SandboxLostError as exc:
-            return self._last_text, paths, StopReason.SANDBOX_LOST, f"reading the answer: {exc}"
+            return (
+                self._state.last_text,
+                paths,
+                StopReason.SANDBOX_LOST,
+                f"reading the answer: {exc}",
+            )
         except ValueError as exc:  # oversized answer file
-            return self._last_text, paths, stop, error or str(exc)
-        self._answer_from_file = answer is not None
-        return (answer if answer is not None else self._last_text), paths, stop, error
+            return self._state.last_text, paths, stop, error or str(exc)
+        self._state.answer_from_file = answer is not None
+        return (answer if answer is not None else self._state.last_text), paths, stop, error
 
     def _finish(
         self,
@@ -367,24 +357,24 @@ class AgentLoop:
             task_id=self._task.id,
             stop_reason=stop,
             answer=answer,
-            answer_from_file=self._answer_from_file,
-            turns=self._turns,
-            prompt_tokens=self._usage.prompt_tokens,
-            completion_tokens=self._usage.completion_tokens,
-            model_time_s=self._model_s,
-            tool_time_s=self._tool_s,
+            answer_from_file=self._state.answer_from_file,
+            turns=self._state.turns,
+            prompt_tokens=self._state.usage.prompt_tokens,
+            completion_tokens=self._state.usage.completion_tokens,
+            model_time_s=self._state.model_time_s,
+            tool_time_s=self._state.tool_time_s,
             wall_time_s=time.perf_counter() - started,
             output_files=files,
             error=error,
             trajectory_path=self._trajectory.path if self._trajectory is not None else None,
-            turn_timings=tuple(self._timings),
+            turn_timings=tuple(self._state.timings),
         )
         self.result = result
         log.info(
             "agent_run_finished",
             task=self._task.id,
             stop_reason=stop.value,
-            turns=self._turns,
+            turns=self._state.turns,
             error=error,
         )
         self._recorder.finished(result)

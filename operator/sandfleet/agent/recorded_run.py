@@ -23,8 +23,8 @@ from sandfleet.agent.resume_types import (
     TranscriptEntry,
     transcript_messages,
 )
-from sandfleet.agent.trajectory import FORMAT_VERSION
 from sandfleet.tool_calls import SUBMIT, ToolCall
+from sandfleet.trajectory.format import FORMAT_VERSION
 
 __all__ = [
     "LOST_RESULT_OBSERVATION",

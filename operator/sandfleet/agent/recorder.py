@@ -22,8 +22,9 @@ from sandfleet.agent.model import ModelTurn
 from sandfleet.agent.model_retries import ModelRetry
 from sandfleet.agent.prompts import PathsView
 from sandfleet.agent.results import AgentResult
-from sandfleet.agent.trajectory import FORMAT_VERSION, TrajectoryWriter
 from sandfleet.tool_calls import ToolCall, ToolSpec
+from sandfleet.trajectory.format import FORMAT_VERSION
+from sandfleet.trajectory.writer import TrajectoryWriter
 
 
 class RunRecorder:

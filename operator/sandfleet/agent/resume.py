@@ -9,8 +9,6 @@ to the same trajectory.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -30,7 +28,8 @@ from sandfleet.agent.recorded_run import (
 )
 from sandfleet.agent.results import AgentResult
 from sandfleet.agent.sandbox_access import AgentSandbox
-from sandfleet.agent.trajectory import TrajectoryWriter, read_trajectory
+from sandfleet.trajectory.reader import mend_trajectory, read_trajectory
+from sandfleet.trajectory.writer import TrajectoryWriter
 
 __all__ = [
     "LOST_RESULT_OBSERVATION",
@@ -45,8 +44,6 @@ __all__ = [
     "resume_state",
     "transcript_messages",
 ]
-
-_TAIL_CHUNK = 64 * 1024
 
 
 def resume_state(
@@ -131,32 +128,7 @@ async def resume_agent(
 
 
 def mend_torn_tail(path: Path) -> None:
-    """End the file on a line boundary before records are appended to it.
-
-    A crash mid-write leaves a last line without its newline. read_trajectory skips it when
-    it is cut short and keeps it when only the newline is missing; this does the same (cut
-    it off, or add the newline), so that appended records start on a line of their own.
-    """
-    with path.open("rb+") as handle:
-        size = handle.seek(0, os.SEEK_END)
-        start = size
-        while start > 0:
-            step = min(_TAIL_CHUNK, start)
-            handle.seek(start - step)
-            newline = handle.read(step).rfind(b"\n")
-            if newline >= 0:
-                start = start - step + newline + 1
-                break
-            start -= step
-        if start == size:
-            return
-        handle.seek(start)
-        try:
-            complete = isinstance(json.loads(handle.read()), dict)
-        except ValueError:
-            complete = False
-        if complete:
-            handle.seek(size)
-            handle.write(b"\n")
-        else:
-            handle.truncate(start)
+    """End the trajectory file on a line boundary before records are appended to it: a
+    last line a crash tore is cut off, a whole one that lost its newline gets it back
+    (sandfleet.trajectory.reader.mend_trajectory)."""
+    mend_trajectory(path)

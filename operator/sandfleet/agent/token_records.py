@@ -29,7 +29,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sandfleet.agent.trajectory import TOKENS_KIND
+from sandfleet.trajectory.format import TOKENS_KIND
 
 TOKEN_REQUEST_FIELDS: Mapping[str, Any] = {
     "logprobs": True,

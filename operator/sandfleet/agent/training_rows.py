@@ -17,8 +17,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from sandfleet.agent.trajectory import TOKENS_KIND
 from sandfleet.errors import SandfleetError
+from sandfleet.trajectory.format import TOKENS_KIND
 
 RowFormat = Literal["rows", "turns"]
 ROW_FORMATS: tuple[RowFormat, ...] = ("rows", "turns")

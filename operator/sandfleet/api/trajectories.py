@@ -4,7 +4,7 @@ status.trajectory holds, and the operator's HTTP route that serves it.
 The operator writes trajectories and serves them on GET /trajectories/{namespace}/{name};
 `sandfleet trajectory` fetches them there or reads a store directory directly. Both sides
 take the names and the layout from here. No I/O: reading a store is
-sandfleet.trajectory_files, writing one is the operator's.
+sandfleet.trajectory.store, writing one is the operator's.
 """
 
 from __future__ import annotations

@@ -40,12 +40,13 @@ from sandfleet.cli.execution import (
     gateway_target,
     system_prompt_notices,
 )
+from sandfleet.cli.exit_codes import ExitCode
 from sandfleet.cli.interrupts import run_until_interrupted
 from sandfleet.cli.preflight import EndpointUnusableError, check_endpoint
 from sandfleet.cli.render import TraceRenderer, batch_summary_table
-from sandfleet.cli.results import NO_ANSWER, ExitCode, RunFailure, TaskOutcome
 from sandfleet.cli.run import add_gateway_argument, add_session_target_arguments
 from sandfleet.logs import get_logger
+from sandfleet.runs.outcomes import NO_ANSWER, RunFailure, TaskOutcome
 from sandfleet.settings import Settings
 from sandfleet.tasks import TaskInputError, task_from_batch_record
 

@@ -23,7 +23,7 @@ from rich.text import Text
 
 from sandfleet.cli.pace import Pace, remaining_s
 from sandfleet.cli.render import finished_task_line
-from sandfleet.cli.results import TaskOutcome
+from sandfleet.runs.outcomes import TaskOutcome
 
 _RUNNING_SHOWN = 6
 """In-flight tasks named on the status line; more are counted."""

@@ -7,9 +7,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from sandfleet.cli.results import TaskOutcome
 from sandfleet.errors import SandfleetError
 from sandfleet.json_lines import JsonLinesLog
+from sandfleet.runs.outcomes import TaskOutcome
 
 
 class BatchFileError(SandfleetError):

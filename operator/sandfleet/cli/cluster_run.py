@@ -24,9 +24,9 @@ from sandfleet.api import ConditionType, Phase, Reason
 from sandfleet.backend import SandboxPaths
 from sandfleet.cli.consoles import error_console
 from sandfleet.cli.execution import ConfigurationError
+from sandfleet.cli.exit_codes import ExitCode, outcome_exit_code
 from sandfleet.cli.interrupts import run_until_interrupted
 from sandfleet.cli.render import print_run_summary
-from sandfleet.cli.results import ExitCode, RunFailure, TaskOutcome, utc_now
 from sandfleet.cluster.input_files import TextInputs, read_text_inputs
 from sandfleet.cluster.manifests import (
     ManifestError,
@@ -39,6 +39,7 @@ from sandfleet.cluster.manifests import (
 from sandfleet.cluster.sessions import SessionClient, SessionGoneError
 from sandfleet.cluster.status import SessionState
 from sandfleet.errors import SandfleetError
+from sandfleet.runs.outcomes import RunFailure, TaskOutcome, utc_now
 from sandfleet.settings import Settings
 from sandfleet.tasks import TaskSpec
 
@@ -331,13 +332,13 @@ def cluster_run_command(
         record = outcome.to_record()
         record["session"] = run.session.reference if run.session else None
         console.out(json.dumps(record, ensure_ascii=False), highlight=False)
-        return outcome.exit_code
+        return outcome_exit_code(outcome)
     print_run_summary(console, outcome)
     if run.session is not None:
         console.print(
             _session_line(run.session, outcome, remove=remove, ttl_s=settings.session_ttl_s)
         )
-    return outcome.exit_code
+    return outcome_exit_code(outcome)
 
 
 def _session_line(state: SessionState, outcome: TaskOutcome, *, remove: bool, ttl_s: int) -> Text:

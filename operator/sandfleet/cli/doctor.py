@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from sandfleet.cli.doctor_checks import CHECK_TIMEOUT_S, CheckResult, Status, run_checks
-from sandfleet.cli.results import ExitCode
+from sandfleet.cli.exit_codes import ExitCode
 from sandfleet.settings import Settings
 
 _STYLES = {Status.OK: "green", Status.WARN: "yellow", Status.FAIL: "red", Status.SKIP: "dim"}

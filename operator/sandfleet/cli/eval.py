@@ -17,8 +17,8 @@ from sandfleet.cli.consoles import error_console, plural
 from sandfleet.cli.eval_runner import EvalRunner, Job
 from sandfleet.cli.eval_samples import EvalContext
 from sandfleet.cli.execution import agent_config
+from sandfleet.cli.exit_codes import ExitCode
 from sandfleet.cli.interrupts import run_until_interrupted
-from sandfleet.cli.results import ExitCode
 from sandfleet.cli.run import add_session_target_arguments
 from sandfleet.errors import SandfleetError
 from sandfleet.eval.bench_folder import BenchError, Benchmark, load_benchmark

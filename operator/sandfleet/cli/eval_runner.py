@@ -24,10 +24,10 @@ from sandfleet.agent import Model, openai_model
 from sandfleet.cli.consoles import plural
 from sandfleet.cli.eval_samples import EvalContext, cluster_sample, llm_sample, sandbox_sample
 from sandfleet.cli.pace import Pace
-from sandfleet.cli.results import RunFailure, utc_now
 from sandfleet.eval.problems import Problem
 from sandfleet.eval.records import SampleLog, SampleRecord
 from sandfleet.logs import get_logger
+from sandfleet.runs.outcomes import RunFailure, utc_now
 
 log = get_logger(__name__)
 

@@ -15,17 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sandfleet.agent import AgentConfig, Model, ModelError, StopReason, TrajectoryWriter
-from sandfleet.agent.trajectory import FORMAT_VERSION
 from sandfleet.cli.execution import execute_task
-from sandfleet.cli.results import (
-    FAILED_STOP_REASONS,
-    OUTPUT_FOLDER,
-    TRAJECTORY_FILE,
-    RunFailure,
-    TaskOutcome,
-    task_folder_name,
-    utc_now,
-)
 from sandfleet.errors import SandfleetError
 from sandfleet.eval.accounting import trajectory_token_split
 from sandfleet.eval.bench_folder import Benchmark
@@ -33,8 +23,11 @@ from sandfleet.eval.problems import Problem, sample_id, sandbox_task
 from sandfleet.eval.records import SampleRecord
 from sandfleet.eval.user_process import compute_reward
 from sandfleet.logs import get_logger
+from sandfleet.runs.folders import OUTPUT_FOLDER, TRAJECTORY_FILE, task_folder_name
+from sandfleet.runs.outcomes import FAILED_STOP_REASONS, RunFailure, TaskOutcome, utc_now
 from sandfleet.settings import Settings
 from sandfleet.tasks import TaskSpec
+from sandfleet.trajectory.format import FORMAT_VERSION
 
 log = get_logger(__name__)
 

@@ -1,49 +1,29 @@
-"""One task end to end for `run` and `batch`: sandbox, agent loop, outputs copied back, result."""
+"""The CLI's settings turned into what a run needs (the loop's AgentConfig, the API key,
+the sandbox source, the run folder), and `execute_task` (sandfleet.runs) as `run`, `batch`
+and `eval` call it."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
 import urllib.parse
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sandfleet.agent import (
-    AgentConfig,
-    AgentEvent,
-    AgentResult,
-    EventSink,
-    Model,
-    RunFinished,
-    StopReason,
-    Task,
-    TaskFileError,
-    TrajectoryWriter,
-    run_agent,
-)
-from sandfleet.cli.results import (
-    OUTPUT_FOLDER,
-    RESULT_FILE,
-    TRAJECTORY_FILE,
-    RunFailure,
-    TaskOutcome,
-    new_run_folder,
-    write_result_file,
-)
-from sandfleet.copy_back import CopyLimits, CopyReport
+from sandfleet import runs
+from sandfleet.agent import AgentConfig, EventSink, Model
+from sandfleet.copy_back import CopyLimits
 from sandfleet.errors import SandfleetError
 from sandfleet.local import LocalSandboxConfig
-from sandfleet.logs import get_logger
-from sandfleet.sandbox import ClusterSandbox, Sandbox, SandboxPaths
+from sandfleet.runs.folders import new_run_folder
+from sandfleet.runs.outcomes import TaskOutcome
+from sandfleet.runs.sandboxes import GatewaySandboxes, LocalSandboxes, SandboxSource
+from sandfleet.sandbox import SandboxPaths
 from sandfleet.settings import Settings
 from sandfleet.tasks import TaskSpec, template_notices
 
 if TYPE_CHECKING:
     from sandfleet.cluster.gateway_target import GatewayTarget
-
-log = get_logger(__name__)
 
 # The --egress names of local sandboxes, as a cluster sandbox's spec.network.egress.
 _CLUSTER_EGRESS: dict[str, str | None] = {"none": None, "internet": "Internet", "all": "All"}
@@ -183,80 +163,34 @@ async def execute_task(
     gateway: GatewayTarget | None = None,
     folder: Path | None = None,
 ) -> TaskOutcome:
-    """Run one task in a fresh sandbox and record it under <results_dir>/<run-id>/ (or the
-    given empty `folder`, see run_folder): a local sandbox, or, given `gateway`, one claimed
-    through the gateway (released at the end). Earlier runs' folders are never touched.
-
-    Never raises for a sandbox that fails to start, a lost sandbox or a model failure: the
-    outcome's stop reason says what happened. CancelledError propagates after result.json
-    has been written with stop reason `cancelled` and the sandbox has been reclaimed.
-    """
-    task = spec.task
+    """sandfleet.runs.execute_task as the CLI's settings configure it: a local sandbox, or,
+    given `gateway`, one claimed through the gateway; recorded under
+    <results_dir>/<run-id>/ (or the given empty `folder`, see run_folder)."""
     if folder is None:
-        folder = await asyncio.to_thread(run_folder, settings, task.id)
-    started = time.perf_counter()
-    finished: list[AgentResult] = []
+        folder = await asyncio.to_thread(run_folder, settings, spec.task.id)
+    return await runs.execute_task(
+        spec,
+        model=model,
+        config=config,
+        sandboxes=sandbox_source(settings, gateway),
+        folder=folder,
+        copy_limits=copy_limits(settings),
+        on_event=on_event,
+    )
 
-    def observe(event: AgentEvent) -> None:
-        if isinstance(event, RunFinished):
-            finished.append(event.result)
-        if on_event is not None:
-            on_event(event)
 
-    async with contextlib.AsyncExitStack() as stack:
-        try:
-            sandbox = await stack.enter_async_context(
-                _open_sandbox(spec, config, settings, gateway)
-            )
-        except (SandfleetError, OSError) as error:
-            log.warning("sandbox_launch_failed", task=task.id, error=str(error))
-            outcome = TaskOutcome.failure(
-                task.id, RunFailure.LAUNCH_FAILED, f"the sandbox did not start: {error}",
-                model=config.model, results_dir=folder,
-                total_time_s=time.perf_counter() - started,
-            )  # fmt: skip
-            await asyncio.to_thread(write_result_file, folder / RESULT_FILE, outcome)
-            return outcome
-        trajectory = stack.enter_context(TrajectoryWriter(folder / TRAJECTORY_FILE))
-        try:
-            result = await run_agent(
-                task, sandbox, model, config, trajectory=trajectory, on_event=observe
-            )
-        except TaskFileError as error:  # an input file vanished or became unreadable
-            trajectory.close()
-            _remove_if_empty(trajectory.path)  # the loop reads its inputs before any record
-            outcome = TaskOutcome.failure(
-                task.id, RunFailure.INVALID_TASK, str(error), model=config.model,
-                results_dir=folder, total_time_s=time.perf_counter() - started,
-            )  # fmt: skip
-            await asyncio.to_thread(write_result_file, folder / RESULT_FILE, outcome)
-            return outcome
-        # The error contract: whatever broke, the run leaves a result.json and an outcome.
-        except Exception as error:
-            log.warning("task_crashed", task=task.id, error=repr(error))
-            log.debug("task_crash_traceback", task=task.id, exc_info=True)
-            outcome = _crashed(
-                task, error, config.model, folder, started=started, finished=finished
-            )
-            await asyncio.to_thread(write_result_file, folder / RESULT_FILE, outcome)
-            return outcome
-        except asyncio.CancelledError:
-            partial = finished[0] if finished else None
-            outcome = _cancelled_outcome(task, partial, config.model, folder, started)
-            # Synchronous on purpose: nothing may be awaited between a cancellation and the
-            # record of it, or a second Ctrl-C could leave no result behind.
-            write_result_file(folder / RESULT_FILE, outcome)
-            raise
-        copied, copy_error, report = await _copy_outputs(
-            sandbox, result, folder / OUTPUT_FOLDER, copy_limits(settings)
-        )
-    outcome = TaskOutcome.from_agent_result(
-        result, model=config.model, results_dir=folder, output_files=copied,
-        total_time_s=time.perf_counter() - started, error=copy_error,
-        copy_back=report.to_record() if report is not None else None,
-    )  # fmt: skip
-    await asyncio.to_thread(write_result_file, folder / RESULT_FILE, outcome)
-    return outcome
+def sandbox_source(settings: Settings, gateway: GatewayTarget | None = None) -> SandboxSource:
+    """Local sandboxes as the settings configure them, or, given `gateway`, sandboxes
+    claimed through it from the settings' pool or template."""
+    if gateway is None:
+        return LocalSandboxes(sandbox_config(settings))
+    return GatewaySandboxes(
+        gateway,
+        namespace=settings.namespace,
+        pool=settings.pool,
+        template=settings.template,
+        egress=_CLUSTER_EGRESS[settings.egress],
+    )
 
 
 def gateway_target(settings: Settings) -> GatewayTarget:
@@ -270,112 +204,3 @@ def gateway_target(settings: Settings) -> GatewayTarget:
         )
     except GatewayConfigError as error:
         raise ConfigurationError(str(error)) from error
-
-
-def _open_sandbox(
-    spec: TaskSpec, config: AgentConfig, settings: Settings, gateway: GatewayTarget | None
-) -> contextlib.AbstractAsyncContextManager[Sandbox]:
-    if gateway is None:
-        return Sandbox.local(
-            sandbox_config(settings, spec.paths, spec.hidden), tool_timeout_s=config.tool_timeout_s
-        )
-    return _claimed_sandbox(spec, config, settings, gateway)
-
-
-@contextlib.asynccontextmanager
-async def _claimed_sandbox(
-    spec: TaskSpec, config: AgentConfig, settings: Settings, gateway: GatewayTarget
-) -> AsyncIterator[Sandbox]:
-    """One sandbox through the gateway (pool or template of the settings), released at exit."""
-    # Imported here: a local run need not load the cluster backend.
-    from sandfleet.cluster.gateway_backend import GatewayBackend, GatewaySandboxRequest
-    from sandfleet.cluster.manifests import generate_name_for
-
-    request = GatewaySandboxRequest(
-        settings.namespace,
-        pool=settings.pool,
-        template=settings.template,
-        egress=_CLUSTER_EGRESS[settings.egress],
-        generate_name=generate_name_for(spec.task.id),
-        target=gateway,
-        paths=spec.paths,
-    )
-    opened = await GatewayBackend(request).open()
-    sandbox = ClusterSandbox.from_opened(opened, tool_timeout_s=config.tool_timeout_s)
-    try:
-        yield sandbox
-    finally:
-        try:
-            await sandbox.close()
-        except SandfleetError as error:
-            # The run's record matters more than the release: the session's idle timeout or
-            # deadline reclaims it (an admin sees it in `kubectl get sbx`).
-            log.warning(
-                "gateway_release_failed", task=spec.task.id, session=sandbox.name, error=str(error)
-            )
-
-
-def _crashed(
-    task: Task,
-    error: Exception,
-    model: str,
-    folder: Path,
-    *,
-    started: float,
-    finished: list[AgentResult],
-) -> TaskOutcome:
-    """An internal_error outcome (exit 1) for a run that raised instead of ending."""
-    text = f"{type(error).__name__}: {error}"
-    if finished:  # the loop had recorded its result; what broke came after it
-        return TaskOutcome.from_agent_result(
-            finished[0], model=model, results_dir=folder, output_files=[],
-            total_time_s=time.perf_counter() - started, error=text,
-        )  # fmt: skip
-    return TaskOutcome.failure(
-        task.id, RunFailure.INTERNAL_ERROR, text, model=model, results_dir=folder,
-        total_time_s=time.perf_counter() - started,
-    )  # fmt: skip
-
-
-def _cancelled_outcome(
-    task: Task, partial: AgentResult | None, model: str, folder: Path, started: float
-) -> TaskOutcome:
-    if partial is None:
-        return TaskOutcome.failure(
-            task.id, StopReason.CANCELLED, "the run was cancelled", model=model,
-            results_dir=folder, total_time_s=time.perf_counter() - started,
-        )  # fmt: skip
-    return TaskOutcome.from_agent_result(
-        partial, model=model, results_dir=folder, output_files=[],
-        total_time_s=time.perf_counter() - started,
-    )  # fmt: skip
-
-
-async def _copy_outputs(
-    sandbox: Sandbox, result: AgentResult, local_dir: Path, limits: CopyLimits
-) -> tuple[list[str], str | None, CopyReport | None]:
-    """Copy the sandbox's output directory back: (relative paths, error or None, report).
-
-    What the copy skipped (links, FIFOs, devices, paths outside the folder, files over the
-    limits) is in the report; an error means nothing could be copied at all.
-    """
-    if not result.output_files or result.stop_reason == StopReason.SANDBOX_LOST:
-        return [], None, None
-    try:
-        report = await sandbox.copy_tree(sandbox.paths.output_dir, local_dir, limits)
-    except (SandfleetError, OSError) as error:  # OSError: the results folder is unwritable
-        return [], f"copying the output files failed: {error}", None
-    if report.skipped_total or report.truncated:
-        log.warning(
-            "copy_back_incomplete",
-            files=len(report.files),
-            skipped=report.skipped_total,
-            truncated=report.truncated,
-        )
-    return sorted(report.files), None, report
-
-
-def _remove_if_empty(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        if path.stat().st_size == 0:
-            path.unlink()

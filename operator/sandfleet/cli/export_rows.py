@@ -20,11 +20,11 @@ from sandfleet.agent.training_rows import (
     TrainingRowsError,
     training_rows,
 )
-from sandfleet.agent.trajectory import read_trajectory
 from sandfleet.cli.consoles import error_console
-from sandfleet.cli.results import ExitCode
+from sandfleet.cli.exit_codes import ExitCode
 from sandfleet.errors import SandfleetError
 from sandfleet.settings import Settings
+from sandfleet.trajectory.reader import read_trajectory
 
 DESCRIPTION = """\
 Write training rows of trajectories recorded with --record-tokens, one JSON object a line:

@@ -15,10 +15,11 @@ from rich.text import Text
 import sandfleet
 from sandfleet.cli.arg_parser import SuggestingParser
 from sandfleet.cli.consoles import error_console, output_console
+from sandfleet.cli.exit_codes import ExitCode
 from sandfleet.cli.failures import exit_for
-from sandfleet.cli.results import PRIVATE_UMASK, ExitCode
 from sandfleet.cli.settings_command import resolve_from_arguments
 from sandfleet.logs import configure_logging, get_logger
+from sandfleet.runs.folders import PRIVATE_UMASK
 from sandfleet.settings import Settings, SettingsError
 
 log = get_logger(__name__)
@@ -52,7 +53,8 @@ _EXIT_CODES = """\
 exit codes: 0 submitted with an answer / all submitted with answers / all matched; 1 not
 submitted (max_turns, context_exceeded, no_tool_call) or a replay mismatch; 2 bad usage or
 input; 3 model endpoint error; 4 sandbox failed to start or was lost; 5 submitted without an
-answer (no answer file, no text; batch: all submitted, some without); 130 interrupted.
+answer (no answer file, no text; batch: all submitted, some without); 6 trajectory: none
+stored, or the operator or API server could not answer; 130 interrupted.
 """
 
 _EPILOG = _SETTINGS_EPILOG + "\n" + _EXIT_CODES

@@ -20,8 +20,8 @@ from rich.text import Text
 
 from sandfleet.cli.consoles import error_console
 from sandfleet.cli.execution import ConfigurationError, gateway_target, sandbox_config
+from sandfleet.cli.exit_codes import ExitCode
 from sandfleet.cli.interrupts import run_until_interrupted
-from sandfleet.cli.results import ExitCode
 from sandfleet.cli.run import add_gateway_argument, add_session_target_arguments
 from sandfleet.mcp import INSTALL_HINT, mcp_available
 from sandfleet.sandbox import Sandbox

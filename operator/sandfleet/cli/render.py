@@ -25,7 +25,8 @@ from sandfleet.agent import (
     TurnStarted,
 )
 from sandfleet.cli.consoles import plural
-from sandfleet.cli.results import NO_ANSWER, OUTPUT_FOLDER, RESULT_FILE, TaskOutcome
+from sandfleet.runs.folders import OUTPUT_FOLDER, RESULT_FILE
+from sandfleet.runs.outcomes import NO_ANSWER, TaskOutcome
 from sandfleet.tool_calls import SUBMIT
 
 _OBSERVATION_CHARS = 110

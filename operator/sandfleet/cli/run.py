@@ -22,9 +22,11 @@ from sandfleet.cli.execution import (
     run_folder,
     system_prompt_notices,
 )
+from sandfleet.cli.exit_codes import ExitCode, outcome_exit_code
 from sandfleet.cli.interrupts import run_until_interrupted
 from sandfleet.cli.render import TraceRenderer, print_run_summary
-from sandfleet.cli.results import RESULT_FILE, ExitCode, TaskOutcome
+from sandfleet.runs.folders import RESULT_FILE
+from sandfleet.runs.outcomes import TaskOutcome
 from sandfleet.settings import Settings
 from sandfleet.tasks import TaskInputError, TaskSpec, task_from_argument
 
@@ -181,7 +183,7 @@ def run_command(args: argparse.Namespace, settings: Settings, console: Console) 
         console.out(json.dumps(outcome.to_record(), ensure_ascii=False), highlight=False)
     else:
         print_run_summary(console, outcome)
-    return outcome.exit_code
+    return outcome_exit_code(outcome)
 
 
 async def _run(

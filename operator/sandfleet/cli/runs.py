@@ -13,10 +13,11 @@ from rich.table import Table
 from rich.text import Text
 
 from sandfleet.cli.consoles import error_console
+from sandfleet.cli.exit_codes import ExitCode
 from sandfleet.cli.render import NO_ANSWER_TEXT, shorten, stop_style
-from sandfleet.cli.results import NO_ANSWER, ExitCode
-from sandfleet.cli.run_index import RunEntry, RunNotFoundError, list_runs, resolve_run
 from sandfleet.cli.trajectory_render import RecordRenderer
+from sandfleet.runs.index import RunEntry, RunNotFoundError, list_runs, resolve_run
+from sandfleet.runs.outcomes import NO_ANSWER
 from sandfleet.settings import Settings
 
 

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from sandfleet.cli.results import ExitCode
+from sandfleet.cli.exit_codes import ExitCode
 from sandfleet.setting_names import env_name, flag_name, public_name
 from sandfleet.settings import (
     CONFIGURABLE_FIELDS,

@@ -3,57 +3,33 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import dataclasses
-import json
 import os
 import sys
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import BinaryIO
 
 from rich.console import Console
 from rich.text import Text
 
-from sandfleet.agent.events import one_line
-from sandfleet.api import CALLER_AUTHORIZATION
-from sandfleet.api.trajectories import (
-    UID_HEADER,
-    TrajectoryNameError,
-    trajectory_path,
-    validate_name,
-    validate_namespace,
-    validate_uid,
-)
+from sandfleet.api.trajectories import TrajectoryNameError
 from sandfleet.cli.consoles import error_console
+from sandfleet.cli.exit_codes import ExitCode
 from sandfleet.cli.interrupts import run_until_interrupted
-from sandfleet.cli.results import ExitCode
 from sandfleet.cli.trajectory_render import RecordRenderer
 from sandfleet.errors import SandfleetError
-from sandfleet.settings import Settings
-from sandfleet.trajectory_files import CHUNK_BYTES, TrajectoryDirectory, read_chunks, snapshot
-
-if TYPE_CHECKING:
-    # Imported where used: aiohttp costs a tenth of a second every other subcommand would pay.
-    import aiohttp
-
-    from sandfleet.kube.client import KubeClient
-    from sandfleet.kube.config import KubeConfig
-
-DEFAULT_OPERATOR_NAMESPACE = "sandfleet-system"
-DEFAULT_OPERATOR_SERVICE = "sandfleet-operator"
-OPERATOR_PORT_NAME = "http"
-"""The operator Service's port that serves /metrics and /trajectories."""
-_CONNECT_TIMEOUT_S = 30.0
-_READ_TIMEOUT_S = 120.0
-_ERROR_BODY_BYTES = 64 * 1024
-TOKEN_ENV = "SANDFLEET_GATEWAY_TOKEN"
-"""The caller's Kubernetes token, shared with the gateway's clients (one identity)."""
-_TOKEN_HINT = (
-    "the operator wants a token the API server accepts: --token or " + TOKEN_ENV + " "
-    "(`kubectl create token`)"
+from sandfleet.runs.trajectory_sources import (
+    DEFAULT_OPERATOR_NAMESPACE,
+    DEFAULT_OPERATOR_SERVICE,
+    Fetched,
+    TrajectoryFetchError,
+    TrajectoryRequest,
+    TrajectorySourceConfigError,
+    open_trajectory,
 )
+from sandfleet.settings import Settings
+from sandfleet.trajectory.lines import LineSplitter
 
 EPILOG = """\
 sources: --store DIR reads the operator's trajectory directory directly; --operator-url URL
@@ -63,24 +39,10 @@ The operator wants a Kubernetes bearer token allowed to get sandboxsessions in t
 namespace: --token, else SANDFLEET_GATEWAY_TOKEN, else the kubeconfig user's (a
 client-certificate user needs one: `kubectl create token SERVICEACCOUNT`).
 
-exit codes: 0 written; 1 no trajectory stored, or the operator or API server could not
-answer; 2 bad usage (an invalid name, no Kubernetes configuration); 130 interrupted.
+exit codes: 0 written; 2 bad usage (an invalid name, no Kubernetes configuration, no
+token); 6 no trajectory stored, or the operator or API server could not answer; 130
+interrupted.
 """
-
-
-class TrajectoryFetchError(SandfleetError):
-    """The trajectory could not be fetched; the message says from where and why."""
-
-
-class TrajectoryNotFoundError(TrajectoryFetchError):
-    """The source answered, and it stores no trajectory for that session (or uid)."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Fetched:
-    uid: str | None
-    """The run the records belong to, when the source says."""
-    chunks: AsyncGenerator[bytes, None]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -130,37 +92,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def service_proxy_path(
-    namespace: str,
-    name: str,
-    *,
-    operator_namespace: str,
-    operator_service: str,
-    port_name: str = OPERATOR_PORT_NAME,
-    uid: str | None = None,
-) -> str:
-    """The API server path that proxies to the operator Service's trajectory endpoint."""
-    service = f"{validate_name(operator_service)}:{port_name}"
-    return (
-        f"/api/v1/namespaces/{validate_namespace(operator_namespace)}/services/{service}/proxy"
-        + trajectory_path(namespace, name, uid)
-    )
-
-
 def trajectory_command(args: argparse.Namespace, settings: Settings, console: Console) -> int:
     errors = error_console()
     if _is_local_file(args.name):
         return _local_file(args, console, errors)
     try:
-        validate_name(args.name)
-        for value, validate in ((args.namespace, validate_namespace), (args.uid, validate_uid)):
-            if value is not None:
-                validate(value)
+        _request(args).validate()
         written = run_until_interrupted(_fetch_and_write(args, console))
-    except (TrajectoryFetchError, _UsageError, TrajectoryNameError) as error:
+    except (
+        TrajectoryFetchError,
+        TrajectorySourceConfigError,
+        TrajectoryNameError,
+        _OutputError,
+    ) as error:
         errors.print(Text.assemble(("error: ", "red"), str(error)))
         failed = isinstance(error, TrajectoryFetchError)
-        return ExitCode.NOT_SUBMITTED if failed else ExitCode.USAGE
+        return ExitCode.FETCH_FAILED if failed else ExitCode.USAGE
     except BrokenPipeError:
         # The reader (`| head`) has enough; point stdout at /dev/null so the interpreter's
         # final flush does not fail again.
@@ -206,205 +153,29 @@ def _local_file(args: argparse.Namespace, console: Console, errors: Console) -> 
     return ExitCode.OK
 
 
-class _UsageError(SandfleetError):
-    """The command cannot run as asked (no Kubernetes configuration)."""
+def _request(args: argparse.Namespace) -> TrajectoryRequest:
+    return TrajectoryRequest(
+        args.name,
+        namespace=args.namespace,
+        uid=args.uid,
+        store=args.store,
+        operator_url=args.operator_url,
+        token=args.token,
+        kubeconfig=args.kubeconfig,
+        operator_namespace=args.operator_namespace,
+        operator_service=args.operator_service,
+    )
+
+
+class _OutputError(SandfleetError):
+    """-o FILE cannot be written."""
 
 
 async def _fetch_and_write(args: argparse.Namespace, console: Console) -> tuple[int, str | None]:
     """Bytes written and the run's uid (when the source names it)."""
-    async with _open_source(args) as fetched:
+    async with open_trajectory(_request(args)) as fetched:
         render = RecordRenderer(console, full=args.full) if args.render else None
         return await _write(fetched, output=args.output, render=render), fetched.uid
-
-
-@contextlib.asynccontextmanager
-async def _open_source(args: argparse.Namespace) -> AsyncIterator[Fetched]:
-    if args.store is not None:
-        yield await _from_store(args.store, args.namespace or "default", args.name, args.uid)
-        return
-    import aiohttp
-
-    # No total limit: a big trajectory over a slow link may take long; a stalled one may not.
-    timeout = aiohttp.ClientTimeout(sock_connect=_CONNECT_TIMEOUT_S, sock_read=_READ_TIMEOUT_S)
-    if args.operator_url is not None:
-        url = args.operator_url.rstrip("/") + trajectory_path(
-            args.namespace or "default", args.name, args.uid
-        )
-        token = await _caller_token(args.token, None, args.kubeconfig)
-        headers = {"Authorization": f"Bearer {token}"}
-        async with aiohttp.ClientSession(timeout=timeout) as session:
-            yield await _from_http(
-                lambda: session.get(url, headers=headers),
-                what="the operator at " + args.operator_url,
-                hints={401: _TOKEN_HINT},
-            )
-        return
-    async with _api_server(args.kubeconfig) as api:
-        token = await _caller_token(args.token, api.kube.config, args.kubeconfig)
-        path = service_proxy_path(
-            args.namespace or api.context_namespace,
-            args.name,
-            operator_namespace=args.operator_namespace,
-            operator_service=args.operator_service,
-            uid=args.uid,
-        )
-        what = (
-            f"the operator service {args.operator_namespace}/{args.operator_service} "
-            f"through the API server {api.server}"
-        )
-        hints = {
-            401: f"are the kubeconfig's credentials still valid? ({_TOKEN_HINT})",
-            403: f"may you get services/proxy in namespace {args.operator_namespace}?",
-            503: "is the operator running and ready?",
-        }
-        yield await _from_http(
-            lambda: api.kube.open_response(
-                path,
-                timeout=timeout,
-                what="GET",
-                # The API server drops Authorization on its way to the operator; this it
-                # passes on.
-                headers={CALLER_AUTHORIZATION: f"Bearer {token}"},
-            ),
-            what=what,
-            hints=hints,
-        )
-
-
-async def _from_store(root: Path, namespace: str, name: str, uid: str | None) -> Fetched:
-    store = TrajectoryDirectory(root)
-    path = await (
-        store.latest(namespace, name) if uid is None else store.path(namespace, name, uid)
-    )
-    which = f"{namespace}/{name}" + (f" uid {uid}" if uid else "")
-    if path is None:
-        raise TrajectoryNotFoundError(f"no trajectory stored for session {which} in {root}")
-    try:
-        trajectory = await snapshot(path)
-    except OSError as error:
-        raise TrajectoryFetchError(f"cannot read {path}: {error}") from error
-    return Fetched(uid=trajectory.uid, chunks=read_chunks(trajectory))
-
-
-async def _from_http(
-    get: Callable[[], Awaitable[aiohttp.ClientResponse]],
-    *,
-    what: str,
-    hints: Mapping[int, str] | None = None,
-) -> Fetched:
-    """The body of the response `get` opens, as chunks; an error answer raises with its
-    message and, when `hints` has one for the status, a hint on the likely cause."""
-    import aiohttp
-
-    from sandfleet.kube.errors import KubeConnectionError
-
-    try:
-        response = await get()
-    except (aiohttp.ClientError, KubeConnectionError) as error:
-        raise TrajectoryFetchError(f"cannot reach {what}: {error}") from error
-    if response.status != 200:
-        try:
-            body = await response.content.read(_ERROR_BODY_BYTES)
-        except aiohttp.ClientError:
-            body = b""
-        finally:
-            response.release()
-        message = _error_message(response.status, body)
-        if response.status == 404 and _is_ours(body):
-            raise TrajectoryNotFoundError(f"{what} answered {response.status}: {message}")
-        hint = (hints or {}).get(response.status)
-        message = f"{message} ({hint})" if hint else message
-        raise TrajectoryFetchError(f"{what} answered {response.status}: {message}")
-    return Fetched(uid=response.headers.get(UID_HEADER), chunks=_body_chunks(response, what))
-
-
-async def _body_chunks(response: aiohttp.ClientResponse, what: str) -> AsyncGenerator[bytes, None]:
-    import aiohttp
-
-    try:
-        async for chunk in response.content.iter_chunked(CHUNK_BYTES):
-            yield chunk
-    except aiohttp.ClientError as error:  # cut off: fewer bytes than the Content-Length
-        raise TrajectoryFetchError(f"the transfer from {what} broke off: {error}") from error
-    finally:
-        response.release()
-
-
-def _decoded(body: bytes) -> dict[str, Any]:
-    try:
-        document = json.loads(body)
-    except ValueError:
-        return {}
-    return document if isinstance(document, dict) else {}
-
-
-def _is_ours(body: bytes) -> bool:
-    """The operator's own 404 (no trajectory), as opposed to the API server's (no service)."""
-    return "error" in _decoded(body)
-
-
-def _error_message(status: int, body: bytes) -> str:
-    document = _decoded(body)
-    if "error" in document:  # the operator's answer
-        return str(document["error"])
-    if document.get("kind") == "Status":  # the API server's (no such service, forbidden)
-        return str(document.get("message") or document.get("reason") or status)
-    text = body.decode(errors="replace").strip()
-    return one_line(text, 300) if text else f"HTTP {status}"
-
-
-async def _caller_token(
-    given: str | None, config: KubeConfig | None, kubeconfig: Path | None
-) -> str:
-    """The bearer token the operator checks: --token, SANDFLEET_GATEWAY_TOKEN, then the
-    kubeconfig user's (read in a thread: an exec plugin may run)."""
-    from sandfleet.kube.config import KubeConfig
-    from sandfleet.kube.errors import KubeConfigError
-
-    token = given or os.environ.get(TOKEN_ENV)
-    if token:
-        return token
-    why = "has no bearer token"
-    try:
-        if config is None:
-            config = await asyncio.to_thread(KubeConfig.load, kubeconfig)
-        token = await asyncio.to_thread(config.bearer_token)
-        if config.client_cert_file:
-            why = "authenticates with a client certificate, which cannot be passed on"
-    except KubeConfigError as error:
-        why = f"cannot be read ({error})"
-    if token:
-        return token
-    raise _UsageError(
-        f"the operator wants a Kubernetes bearer token and the kubeconfig user {why}: pass "
-        f"--token or set {TOKEN_ENV} (`kubectl create token SERVICEACCOUNT -n NAMESPACE`)"
-    )
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _ApiServer:
-    kube: KubeClient
-    """Sends the kubeconfig's credentials (whatever the kubeconfig uses, refreshed)."""
-    server: str
-    context_namespace: str
-
-
-@contextlib.asynccontextmanager
-async def _api_server(kubeconfig: Path | None) -> AsyncIterator[_ApiServer]:
-    """The project's Kubernetes client, authenticated the way the kubeconfig says."""
-    from sandfleet.kube.client import KubeClient
-    from sandfleet.kube.config import KubeConfig
-    from sandfleet.kube.errors import KubeConfigError
-
-    try:
-        config = await asyncio.to_thread(KubeConfig.load, kubeconfig)
-        kube = await KubeClient(config).__aenter__()
-    except KubeConfigError as error:
-        raise _UsageError(f"no usable Kubernetes configuration: {error}") from error
-    try:
-        yield _ApiServer(kube, config.server, config.namespace)
-    finally:
-        await kube.close()
 
 
 async def _write(fetched: Fetched, *, output: Path | None, render: RecordRenderer | None) -> int:
@@ -416,7 +187,7 @@ async def _write(fetched: Fetched, *, output: Path | None, render: RecordRendere
     try:
         raw = partial.open("wb")
     except OSError as error:
-        raise _UsageError(f"cannot write {output}: {error}") from error
+        raise _OutputError(f"cannot write {output}: {error}") from error
     try:
         with raw:
             received = await _copy(fetched.chunks, raw, render)
@@ -432,7 +203,7 @@ async def _copy(
 ) -> int:
     # Synchronous writes: the command has nothing else to do meanwhile, and a slow reader of
     # stdout should slow the download down.
-    lines = _LineSplitter()
+    lines = LineSplitter()
     received = 0
     async with contextlib.aclosing(chunks) as stream:
         async for chunk in stream:
@@ -441,23 +212,8 @@ async def _copy(
                 raw.write(chunk)
             if render is not None:
                 for line in lines.feed(chunk):
-                    render(line)
+                    if line.strip():
+                        render(line)
     if raw is not None:
         raw.flush()
     return received
-
-
-class _LineSplitter:
-    """Whole lines out of a byte stream; memory holds at most one record's bytes."""
-
-    def __init__(self) -> None:
-        self._pending = bytearray()
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        if b"\n" not in chunk:  # part of a long record: extend, do not re-copy what we hold
-            self._pending += chunk
-            return []
-        head, *middle, tail = chunk.split(b"\n")
-        first = bytes(self._pending) + head
-        self._pending = bytearray(tail)
-        return [line for line in (first, *middle) if line.strip()]

@@ -17,7 +17,7 @@ from sandfleet.agent import (
 )
 from sandfleet.agent.events import one_line, summarize_arguments
 from sandfleet.cli.render import TraceRenderer, print_run_summary
-from sandfleet.cli.results import TaskOutcome
+from sandfleet.runs.outcomes import TaskOutcome
 
 
 class RecordRenderer:

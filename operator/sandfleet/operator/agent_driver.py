@@ -18,7 +18,6 @@ from sandfleet.agent.events import AgentEvent, ObservationReceived, RunFinished,
 from sandfleet.agent.loop import run_agent
 from sandfleet.agent.results import AgentResult
 from sandfleet.agent.resume import ResumeError, ResumeState, load_resume_state, resume_agent
-from sandfleet.agent.trajectory import TrajectoryWriter
 from sandfleet.api import AgentSpec, Label, Reason
 from sandfleet.client import RuntimeClient
 from sandfleet.errors import SandfleetError
@@ -30,6 +29,7 @@ from sandfleet.operator.plans import PlanError
 from sandfleet.operator.resources import ObjectRef
 from sandfleet.operator.session_status import SessionStatus
 from sandfleet.sandbox import Sandbox, SandboxPaths
+from sandfleet.trajectory.writer import TrajectoryWriter
 
 log = get_logger(__name__)
 

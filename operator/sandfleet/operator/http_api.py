@@ -35,7 +35,7 @@ from sandfleet.kube.access_review import (
 )
 from sandfleet.logs import get_logger
 from sandfleet.operator.trajectory_store import TrajectoryStore
-from sandfleet.trajectory_files import TrajectorySnapshot, read_chunks, snapshot
+from sandfleet.trajectory.store import TrajectorySnapshot, read_chunks, snapshot
 
 log = get_logger(__name__)
 

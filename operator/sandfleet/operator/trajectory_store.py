@@ -1,7 +1,7 @@
 """Where managed sessions' trajectories outlive their pods: one JSON Lines file per session run.
 
 The layout and names are sandfleet.api.trajectories', the reading side (shared with
-`sandfleet trajectory --store`) is sandfleet.trajectory_files; this module adds what only
+`sandfleet trajectory --store`) is sandfleet.trajectory.store; this module adds what only
 the operator does: choosing the file a run writes, and pruning old ones.
 """
 
@@ -23,7 +23,7 @@ from sandfleet.api.trajectories import (
     validate_namespace,
 )
 from sandfleet.logs import get_logger
-from sandfleet.trajectory_files import TrajectoryDirectory
+from sandfleet.trajectory.store import TrajectoryDirectory
 
 log = get_logger(__name__)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sandfleet.cli.replay import MAX_TRAJECTORY_BYTES
+from sandfleet.runs.replay import MAX_TRAJECTORY_BYTES
 from tests.integration.cli.harness import (
     CliResult,
     cli_environment,

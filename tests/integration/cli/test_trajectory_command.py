@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from sandfleet.agent.trajectory import TrajectoryWriter
 from sandfleet.api.trajectories import TrajectoryNameError, trajectory_path
-from sandfleet.cli.trajectory import service_proxy_path
+from sandfleet.cli.exit_codes import ExitCode
 from sandfleet.kube.access_review import Authenticator
 from sandfleet.operator.http_api import RunningHttpServer, build_http_app, serve_http
 from sandfleet.operator.trajectory_store import DirectoryTrajectoryStore
+from sandfleet.runs.trajectory_sources import service_proxy_path
+from sandfleet.trajectory.writer import TrajectoryWriter
 from tests.integration.cli.harness import cli_environment, run_cli
 from tests.support.gateway_api import running_api
 from tests.support.kube_exec_plugin import ExecPlugin, write_kubeconfig
@@ -147,7 +148,7 @@ async def test_from_a_store_directory_uid_and_output_file_select_and_save_a_run(
     assert not saved.with_name("s1.jsonl.part").exists()
 
 
-async def test_a_session_without_a_stored_trajectory_exits_1_and_leaves_no_file(
+async def test_a_session_without_a_stored_trajectory_exits_fetch_failed_and_leaves_no_file(
     tmp_path: Path, store: DirectoryTrajectoryStore, env: dict[str, str]
 ) -> None:
     write_run(store, "team-a", "s1", UID_OLD)
@@ -158,7 +159,7 @@ async def test_a_session_without_a_stored_trajectory_exits_1_and_leaves_no_file(
         env=env, cwd=tmp_path,
     )  # fmt: skip
 
-    assert result.returncode == 1, result
+    assert result.returncode == ExitCode.FETCH_FAILED, result
     assert "no trajectory stored for session team-a/nope" in result.stderr
     assert not saved.exists()
     assert not saved.with_name("missing.jsonl.part").exists()
@@ -252,7 +253,7 @@ async def test_render_over_http_keeps_records_whole_across_chunk_boundaries(
     assert len(observations) == turns
 
 
-async def test_the_operators_404_exits_1_with_its_message(
+async def test_the_operators_404_exits_fetch_failed_with_its_message(
     tmp_path: Path, env: dict[str, str], operator: RunningHttpServer
 ) -> None:
     result = await run_cli(
@@ -260,11 +261,11 @@ async def test_the_operators_404_exits_1_with_its_message(
         env=env, cwd=tmp_path,
     )  # fmt: skip
 
-    assert result.returncode == 1, result
+    assert result.returncode == ExitCode.FETCH_FAILED, result
     assert "answered 404: no trajectory stored for session team-a/ghost" in result.stderr
 
 
-async def test_a_token_the_operator_refuses_exits_1_and_says_which_token_it_wants(
+async def test_a_token_the_operator_refuses_exits_fetch_failed_and_says_which_token_it_wants(
     tmp_path: Path, env: dict[str, str], operator: RunningHttpServer
 ) -> None:
     result = await run_cli(
@@ -272,12 +273,12 @@ async def test_a_token_the_operator_refuses_exits_1_and_says_which_token_it_want
         env=env, cwd=tmp_path,
     )  # fmt: skip
 
-    assert result.returncode == 1, result
+    assert result.returncode == ExitCode.FETCH_FAILED, result
     assert "answered 401: the token was not accepted" in result.stderr
     assert "--token or SANDFLEET_GATEWAY_TOKEN" in result.stderr
 
 
-async def test_an_unreachable_operator_exits_1_and_says_so(
+async def test_an_unreachable_operator_exits_fetch_failed_and_says_so(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
     with socket.socket() as probe:  # a port that was free a moment ago: nothing listens
@@ -288,7 +289,7 @@ async def test_an_unreachable_operator_exits_1_and_says_so(
         "trajectory", "s1", "--operator-url", f"http://127.0.0.1:{port}", env=env, cwd=tmp_path
     )
 
-    assert result.returncode == 1, result
+    assert result.returncode == ExitCode.FETCH_FAILED, result
     assert f"cannot reach the operator at http://127.0.0.1:{port}" in result.stderr
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from sandfleet.agent.trajectory import TrajectoryWriter
 from sandfleet.kube.access_review import Authenticator
 from sandfleet.operator.http_api import RunningHttpServer, build_http_app, serve_http
 from sandfleet.operator.trajectory_store import DirectoryTrajectoryStore
+from sandfleet.trajectory.writer import TrajectoryWriter
 from tests.support.gateway_api import StandInApiServer, running_api
 
 pytestmark = pytest.mark.integration

@@ -15,11 +15,11 @@ import prometheus_client
 import pytest
 import yarl
 
-from sandfleet.agent.trajectory import TrajectoryWriter
 from sandfleet.api.trajectories import UID_HEADER
 from sandfleet.kube.access_review import Authenticator
 from sandfleet.operator.http_api import NDJSON, RunningHttpServer, build_http_app, serve_http
 from sandfleet.operator.trajectory_store import DirectoryTrajectoryStore
+from sandfleet.trajectory.writer import TrajectoryWriter
 from tests.support.gateway_api import running_api
 
 pytestmark = pytest.mark.integration

@@ -15,7 +15,8 @@ from sandfleet.cli.batch_files import (
     latest_outcomes,
     read_task_lines,
 )
-from sandfleet.cli.results import RunFailure, TaskOutcome, run_id, task_folder_name
+from sandfleet.runs.folders import run_id, task_folder_name
+from sandfleet.runs.outcomes import RunFailure, TaskOutcome
 
 
 def outcome(task_id: str, stop_reason: str = "submitted", answer: str | None = "42") -> TaskOutcome:

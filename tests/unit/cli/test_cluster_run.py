@@ -18,8 +18,8 @@ from sandfleet.cli.cluster_run import (
     stop_reason_of,
 )
 from sandfleet.cli.execution import ConfigurationError
+from sandfleet.cli.exit_codes import ExitCode, outcome_exit_code
 from sandfleet.cli.main import build_parser, settings_from_arguments
-from sandfleet.cli.results import ExitCode
 from sandfleet.cluster.input_files import TextInputs
 from sandfleet.cluster.status import SessionState
 from sandfleet.settings import Settings, SettingsError, load_settings
@@ -143,7 +143,7 @@ def test_finished_sessions_stop_and_exit_as_the_local_backend_would(
     outcome = outcome_of(state, task_id="t", model="m", total_time_s=31.5)
 
     assert stop_reason_of(state) == stop_reason
-    assert (outcome.stop_reason, outcome.exit_code) == (stop_reason, exit_code)
+    assert (outcome.stop_reason, outcome_exit_code(outcome)) == (stop_reason, exit_code)
 
 
 def test_the_outcome_carries_the_answer_tokens_times_and_the_reason_of_a_failure() -> None:

@@ -6,10 +6,10 @@ import pytest
 
 from sandfleet.agent import ModelError
 from sandfleet.cli.execution import ConfigurationError
+from sandfleet.cli.exit_codes import ExitCode
 from sandfleet.cli.failures import exit_for
-from sandfleet.cli.replay import ReplayError
-from sandfleet.cli.results import ExitCode
 from sandfleet.errors import SandboxLostError, SandboxStartError, SandfleetError
+from sandfleet.runs.replay import ReplayError
 from sandfleet.settings import SettingsError
 from sandfleet.tasks import TaskInputError
 

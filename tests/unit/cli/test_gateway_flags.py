@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from sandfleet.cli.execution import ConfigurationError, agent_config
+from sandfleet.cli.exit_codes import ExitCode
 from sandfleet.cli.main import build_parser, main, settings_from_arguments
-from sandfleet.cli.results import ExitCode
 from sandfleet.settings import Settings
 
 

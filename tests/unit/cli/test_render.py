@@ -21,7 +21,7 @@ from sandfleet.cli.render import (
     observation_summary,
     print_run_summary,
 )
-from sandfleet.cli.results import TaskOutcome
+from sandfleet.runs.outcomes import TaskOutcome
 
 
 def rendered(draw: object) -> str:

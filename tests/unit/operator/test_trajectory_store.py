@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from sandfleet.agent.trajectory import TrajectoryWriter, read_trajectory
 from sandfleet.api.trajectories import TrajectoryKey, TrajectoryNameError, parse_reference
 from sandfleet.operator.trajectory_store import DirectoryTrajectoryStore
-from sandfleet.trajectory_files import read_chunks, snapshot
+from sandfleet.trajectory.reader import read_trajectory
+from sandfleet.trajectory.store import read_chunks, snapshot
+from sandfleet.trajectory.writer import TrajectoryWriter
 
 UID_OLD = "0b5c9c1e-1111-4d2e-9a6f-000000000001"
 UID_NEW = "0b5c9c1e-2222-4d2e-9a6f-000000000002"

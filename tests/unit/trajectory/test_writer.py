@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sandfleet.agent.trajectory import TrajectoryWriter, read_trajectory
+from sandfleet.trajectory.reader import read_trajectory
+from sandfleet.trajectory.writer import TrajectoryWriter
 
 
 def test_each_record_is_on_disk_as_soon_as_it_is_written(tmp_path: Path) -> None:

@@ -21,10 +21,10 @@ from sandfleet.api.trajectories import (
     validate_name,
     validate_namespace,
 )
+from sandfleet.trajectory.lines import end_of_whole_lines
 
 CHUNK_BYTES = 256 * 1024
 """Bytes read per step when streaming a trajectory (memory per stream stays about this)."""
-_TAIL_BLOCK_BYTES = 64 * 1024
 
 
 class TrajectoryDirectory:
@@ -98,17 +98,7 @@ async def snapshot(path: Path) -> TrajectorySnapshot:
 def _snapshot(path: Path) -> TrajectorySnapshot:
     with path.open("rb") as handle:
         status = os.fstat(handle.fileno())
-        end = status.st_size
-        # Walk back from the end, a block at a time, to the last newline.
-        while end > 0:
-            start = max(0, end - _TAIL_BLOCK_BYTES)
-            handle.seek(start)
-            block = handle.read(end - start)
-            newline = block.rfind(b"\n")
-            if newline >= 0:
-                end = start + newline + 1
-                break
-            end = start
+        end = end_of_whole_lines(handle, status.st_size)
     return TrajectorySnapshot(
         path=path, uid=path.name.removesuffix(SUFFIX), size=end, modified=status.st_mtime
     )

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sandfleet.cli.results import TaskOutcome, write_result_file
-from sandfleet.cli.run_index import RunNotFoundError, list_runs, resolve_run
+from sandfleet.runs.index import RunNotFoundError, list_runs, resolve_run
+from sandfleet.runs.outcomes import TaskOutcome, write_result_file
 
 
 def finished_run(results: Path, run_id: str, task_id: str, finished_at: str) -> Path:

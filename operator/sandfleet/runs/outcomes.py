@@ -1,28 +1,26 @@
-"""A task's outcome as the CLI records it (result.json, batch lines), its folder, its exit code."""
+"""What a run came to: TaskOutcome, written as its folder's result.json and as a batch line.
+
+The exit code each outcome means is the CLI's (sandfleet.cli.exit_codes).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
 import enum
-import hashlib
 import json
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from sandfleet.agent import AgentResult, StopReason
 from sandfleet.agent.results import SUBMITTED_NO_ANSWER
-
-RESULT_FILE = "result.json"
-TRAJECTORY_FILE = "trajectory.jsonl"
-OUTPUT_FOLDER = "output"
+from sandfleet.runs.folders import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, TRAJECTORY_FILE
 
 
 class RunFailure(enum.StrEnum):
-    """Stop reasons the CLI adds for runs that never reached the agent loop."""
+    """Stop reasons added for runs that never reached the agent loop."""
 
     INVALID_TASK = "invalid_task"
     """The task folder, prompt file or batch line could not be loaded."""
@@ -33,7 +31,7 @@ class RunFailure(enum.StrEnum):
 
 
 NO_ANSWER = SUBMITTED_NO_ANSWER
-"""The status of a run that called submit without an answer (exit code 5)."""
+"""The status of a run that called submit without an answer (the CLI exits 5)."""
 
 
 # Runs that ended because something broke, as opposed to the model finishing or running out
@@ -46,42 +44,6 @@ FAILED_STOP_REASONS = frozenset(
         *RunFailure,
     }
 )
-
-
-class ExitCode(enum.IntEnum):
-    """Process exit codes of every `sandfleet` subcommand (documented in `sandfleet --help`)."""
-
-    OK = 0
-    """run: the model submitted; batch: every task submitted; replay: every observation matched."""
-    NOT_SUBMITTED = 1
-    """run: ended without submit (max_turns, context_exceeded, no_tool_call, internal error);
-    batch: some task did not submit; replay: some observation differed."""
-    USAGE = 2
-    """Bad flags, settings, task input or trajectory file (argparse uses 2 as well)."""
-    MODEL_ERROR = 3
-    """The model endpoint failed or rejected the request; batch: the endpoint check before
-    the first task failed, the first tasks (--fail-fast) or every task hit model errors."""
-    SANDBOX_ERROR = 4
-    """The sandbox could not start or was lost."""
-    NO_ANSWER = 5
-    """run: the model submitted without an answer (no answer file, no text); batch: every
-    task submitted, some without an answer."""
-    CANCELLED = 130
-    """Interrupted (Ctrl-C), 128 + SIGINT as shells report it."""
-
-
-_EXIT_CODES: Mapping[str, ExitCode] = {
-    StopReason.SUBMITTED: ExitCode.OK,
-    StopReason.MAX_TURNS: ExitCode.NOT_SUBMITTED,
-    StopReason.CONTEXT_EXCEEDED: ExitCode.NOT_SUBMITTED,
-    StopReason.NO_TOOL_CALL: ExitCode.NOT_SUBMITTED,
-    StopReason.MODEL_ERROR: ExitCode.MODEL_ERROR,
-    StopReason.SANDBOX_LOST: ExitCode.SANDBOX_ERROR,
-    StopReason.CANCELLED: ExitCode.CANCELLED,
-    RunFailure.INVALID_TASK: ExitCode.USAGE,
-    RunFailure.LAUNCH_FAILED: ExitCode.SANDBOX_ERROR,
-    RunFailure.INTERNAL_ERROR: ExitCode.NOT_SUBMITTED,
-}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -134,12 +96,6 @@ class TaskOutcome:
     @property
     def failed(self) -> bool:
         return self.stop_reason in FAILED_STOP_REASONS
-
-    @property
-    def exit_code(self) -> ExitCode:
-        if self.status == NO_ANSWER:
-            return ExitCode.NO_ANSWER
-        return _EXIT_CODES.get(self.stop_reason, ExitCode.NOT_SUBMITTED)
 
     def to_record(self) -> dict[str, Any]:
         record = dataclasses.asdict(self)
@@ -224,54 +180,6 @@ class TaskOutcome:
 
 def utc_now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def task_folder_name(task_id: str) -> str:
-    """A folder name for a task id; ids that are not already safe get a hash suffix so two
-    different ids never share a folder."""
-    safe = _UNSAFE.sub("_", task_id).strip("._")[:80]
-    if safe == task_id:
-        return safe
-    digest = hashlib.sha256(task_id.encode()).hexdigest()[:8]
-    return f"{safe or 'task'}-{digest}"
-
-
-_RUN_TIME_FORMAT = "%Y%m%dT%H%M%SZ"
-
-
-def run_id(task_id: str, started: datetime.datetime, attempt: int = 0) -> str:
-    """A run's id and folder name: the task's folder name, the UTC start time to the second,
-    and from the second attempt on a counter (two runs of one task in one second)."""
-    stamp = started.astimezone(datetime.UTC).strftime(_RUN_TIME_FORMAT)
-    base = f"{task_folder_name(task_id)}-{stamp}"
-    return base if attempt == 0 else f"{base}-{attempt + 1}"
-
-
-PRIVATE_DIR_MODE = 0o700
-PRIVATE_FILE_MODE = 0o600
-PRIVATE_UMASK = 0o077
-"""The CLI's umask (main sets it): a run's prompt, trajectory and outputs are the user's
-alone; another user, or a sandbox running as another uid, reads none of them."""
-
-
-def new_run_folder(results_dir: Path, task_id: str) -> Path:
-    """Create and return a private (0700) folder no earlier run has used, so a rerun never
-    touches an earlier run's files (mkdir without exist_ok is the atomic claim, also across
-    processes)."""
-    started = datetime.datetime.now(datetime.UTC)
-    if not results_dir.is_dir():
-        results_dir.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
-    for attempt in range(1000):
-        folder = results_dir / run_id(task_id, started, attempt)
-        try:
-            folder.mkdir(mode=PRIVATE_DIR_MODE)
-        except FileExistsError:
-            continue
-        return folder
-    raise FileExistsError(f"no free run folder for {task_id!r} in {results_dir}")
 
 
 def write_result_file(path: Path, outcome: TaskOutcome) -> None:

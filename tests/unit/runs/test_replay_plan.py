@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sandfleet.agent.prompts import remaining_turns_notice
-from sandfleet.cli.replay import ReplayError, _matches, _PathMapping, load_plan
+from sandfleet.runs.replay import ReplayError, _matches, _PathMapping, load_plan
 from sandfleet.sandbox import SandboxPaths
 
 META = {

@@ -12,8 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sandfleet.cli.results import RESULT_FILE, TRAJECTORY_FILE, TaskOutcome
 from sandfleet.errors import SandfleetError
+from sandfleet.runs.folders import RESULT_FILE, TRAJECTORY_FILE
+from sandfleet.runs.outcomes import TaskOutcome
 
 
 class RunNotFoundError(SandfleetError):
