@@ -121,7 +121,7 @@ def show_command(args: argparse.Namespace, settings: Settings, console: Console)
     if args.html:
         try:
             page = show_html(path)
-        except OSError as error:
+        except (OSError, ValueError) as error:  # unreadable, not a trajectory, not writable
             errors.print(Text.assemble(("error: ", "red"), f"cannot write the page: {error}"))
             return ExitCode.USAGE
         console.out(str(page), highlight=False)
