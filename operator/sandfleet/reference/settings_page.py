@@ -15,7 +15,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings
 
 from sandfleet.reference.markdown import GENERATED_NOTE, cell, code, table
@@ -44,8 +43,10 @@ def default_of(field: FieldInfo) -> str:
     """The default as the user would write it, or a dash when there is none."""
     if field.default_factory is not None:
         return "(computed)"
+    if field.is_required():
+        return "-"
     value = field.default
-    if value is PydanticUndefined or value is None:
+    if value is None:
         return "-"
     if isinstance(value, bool):
         return code(str(value).lower())
