@@ -221,4 +221,5 @@ async def test_the_wheel_with_no_extra_runs_the_cli_and_a_task_in_a_fresh_venv(
         str(bin_dir / "sandfleet"), "show", str(folder), "--html", env=env, cwd=tmp_path
     )
     assert page_code == 0, page_err
-    assert "391" in Path(page.strip()).read_text()
+    assert page.strip() == str(folder / "trajectory.html")
+    assert "391" in await asyncio.to_thread((folder / "trajectory.html").read_text)
