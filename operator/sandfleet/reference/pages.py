@@ -15,10 +15,12 @@ from sandfleet.reference.proto_page import proto_page
 from sandfleet.reference.settings_page import settings_page
 
 
-def all_flags(parser: argparse.ArgumentParser) -> Iterator[str]:
-    """Every option string of the parser and its subcommands."""
+def all_flags(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str]]:
+    """(option string, its help) of the parser and its subcommands (suppressed help: "")."""
     for action in parser._actions:
-        yield from action.option_strings
+        shown = action.help if action.help and action.help != argparse.SUPPRESS else ""
+        for flag in action.option_strings:
+            yield flag, shown
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():
                 yield from all_flags(sub)
@@ -48,7 +50,7 @@ def reference_pages(root: Path) -> dict[str, str]:
     }
     return {
         "cli.md": cli_page(parser),
-        "settings.md": settings_page(Settings, all_flags(parser), servers),
+        "settings.md": settings_page(Settings, dict(all_flags(parser)), servers),
         "crds.md": crd_page(crd_documents(root / "charts" / "sandfleet" / "crds")),
         "metrics.md": metrics_page(metric_registries()),
         "grpc.md": proto_page(root / "proto"),

@@ -11,7 +11,7 @@ import ast
 import inspect
 import itertools
 import textwrap
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic.fields import FieldInfo
@@ -55,9 +55,9 @@ def default_of(field: FieldInfo) -> str:
     return code(value)
 
 
-def cli_settings_rows(model: type[BaseSettings], flags: Iterable[str]) -> list[list[str]]:
-    """One row per CLI setting: name, flag (when the parser has it), variable, default, help."""
-    known_flags = set(flags)
+def cli_settings_rows(model: type[BaseSettings], flags: Mapping[str, str]) -> list[list[str]]:
+    """One row per CLI setting: name, flag (when the parser has it), variable, default, and
+    the field's docstring, else its flag's help. `flags`: every flag -> its help text."""
     docs = field_docstrings(model)
     rows = []
     for name, field in model.model_fields.items():
@@ -67,10 +67,10 @@ def cli_settings_rows(model: type[BaseSettings], flags: Iterable[str]) -> list[l
         rows.append(
             [
                 code(public_name(name)),
-                code(flag) if flag in known_flags else "-",
+                code(flag) if flag in flags else "-",
                 code(env_name(name)),
                 default_of(field),
-                cell(docs.get(name, "")),
+                cell(docs.get(name) or flags.get(flag, "")),
             ]
         )
     return rows
@@ -90,7 +90,7 @@ def server_settings_rows(model: type[BaseSettings]) -> list[list[str]]:
 
 def settings_page(
     cli_settings: type[BaseSettings],
-    cli_flags: Iterable[str],
+    cli_flags: Mapping[str, str],
     servers: Mapping[str, type[BaseSettings]],
 ) -> str:
     """Markdown: the CLI's settings, then one table per server (title -> its settings model)."""

@@ -34,9 +34,10 @@ def test_field_docstrings_are_the_strings_below_each_field() -> None:
 
 
 def test_a_setting_without_a_flag_shows_none() -> None:
-    rows = {row[0]: row for row in cli_settings_rows(_Example, ["--first"])}
+    rows = {row[0]: row for row in cli_settings_rows(_Example, {"--first": "", "--second": "x"})}
     assert rows["`first`"][1] == "`--first`"
-    assert rows["`second`"][1] == "-"
+    assert rows["`third`"][1] == "-"
+    assert rows["`second`"][4] == "x"  # no docstring: the flag's help
     assert rows["`third`"][3] == "`false`"
 
 
@@ -45,7 +46,7 @@ def test_every_subcommand_has_a_section() -> None:
     page = cli_page(parser)
     for name in ("run", "batch", "eval", "show", "runs", "replay", "config", "doctor"):
         assert f"## `{name}` {{#{name}}}" in page
-    assert "--tool-timeout" in set(all_flags(parser))
+    assert dict(all_flags(parser))["--tool-timeout"].startswith("timeout of one execute_bash")
 
 
 def test_crd_rows_walk_nested_fields_and_arrays() -> None:
