@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from sandfleet.eval.records import SampleRecord
 from sandfleet.eval.report import summaries
+from sandfleet.report import plots
 from sandfleet.report.eval_page import eval_page
 from tests.unit.eval.test_scoring import sample
 
@@ -51,3 +54,13 @@ def test_one_sample_one_mode_has_no_pass_at_k_plot_and_no_time_split_when_unknow
         "Mean score by domain",
         "Tokens per problem (sandbox mode, mean per sample)",
     ]
+
+
+def test_without_matplotlib_the_page_keeps_its_tables_and_says_how_to_get_plots(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(plots, "available", lambda: False)  # as if the extra were missing
+    records = _records()
+    page = eval_page(records, summaries(records), config=CONFIG, links={})
+    assert "<svg" not in page and 'pip install "sandfleet[report]"' in page
+    assert page.count('<table class="summary"') == 2
