@@ -14,6 +14,7 @@ from rich.text import Text
 
 from sandfleet.agent import AgentConfig
 from sandfleet.cli.consoles import error_console, plural
+from sandfleet.cli.eval_html import REPORT_HTML, write_html_report
 from sandfleet.cli.eval_runner import EvalRunner, Job
 from sandfleet.cli.eval_samples import EvalContext
 from sandfleet.cli.execution import agent_config
@@ -162,6 +163,7 @@ def eval_command(args: argparse.Namespace, settings: Settings, console: Console)
     )
     missing = len(jobs) - len(mine)
     write_report(plan.out, report_markdown(records, config=config, missing=missing))
+    write_html_report(plan.out, records, config=config, missing=missing)
     _print_summary(console, mine, args.mode, plan.out)
     if interrupted or len(mine) < len(jobs):
         return ExitCode.CANCELLED
@@ -266,4 +268,9 @@ def _print_summary(console: Console, records: Sequence[SampleRecord], mode: str,
             f"({summary.run_errors} run, {summary.reward_errors} reward), {summary.wrong} wrong",
         )
     )  # fmt: skip
-    console.print(Text(f"results {out / RESULTS_FILE}   report {out / REPORT_FILE}", style="dim"))
+    console.print(
+        Text(
+            f"results {out / RESULTS_FILE}   report {out / REPORT_FILE} and {out / REPORT_HTML}",
+            style="dim",
+        )
+    )

@@ -14,6 +14,7 @@ from rich.text import Text
 
 from sandfleet.cli.consoles import error_console
 from sandfleet.cli.exit_codes import ExitCode
+from sandfleet.cli.html_pages import runs_html, show_html
 from sandfleet.cli.render import NO_ANSWER_TEXT, shorten, stop_style
 from sandfleet.cli.trajectory_render import RecordRenderer
 from sandfleet.runs.index import RunEntry, RunNotFoundError, list_runs, resolve_run
@@ -37,6 +38,10 @@ def register(commands: Any, *, parents: Sequence[argparse.ArgumentParser]) -> No
     runs_parser.add_argument(
         "--limit", type=int, default=None, metavar="N", help="only the newest N runs"
     )
+    runs_parser.add_argument(
+        "--html", action="store_true",
+        help="write <results-dir>/index.html (the list) and each run's page, self-contained",
+    )  # fmt: skip
     runs_parser.set_defaults(handler=runs_command)
 
     show_parser = commands.add_parser(
@@ -52,6 +57,11 @@ def register(commands: Any, *, parents: Sequence[argparse.ArgumentParser]) -> No
     show_parser.add_argument(
         "--full", action="store_true", help="print observations whole (default: one line each)"
     )
+    show_parser.add_argument(
+        "--html", action="store_true",
+        help="write the run as one self-contained page beside its trajectory "
+        "(trajectory.html) and print its path",
+    )  # fmt: skip
     show_parser.set_defaults(handler=show_command)
 
 
@@ -66,6 +76,10 @@ def runs_command(args: argparse.Namespace, settings: Settings, console: Console)
     runs = list_runs(settings.results_dir)
     if args.limit is not None:
         runs = runs[: max(args.limit, 0)]
+    if args.html:
+        page = runs_html(runs, settings.results_dir)
+        console.out(str(page), highlight=False)
+        return ExitCode.OK
     if args.as_json:
         for run in runs:
             console.out(json.dumps(run.to_record(), ensure_ascii=False), highlight=False)
@@ -105,6 +119,14 @@ def show_command(args: argparse.Namespace, settings: Settings, console: Console)
     except RunNotFoundError as error:
         errors.print(Text.assemble(("error: ", "red"), str(error)))
         return ExitCode.USAGE
+    if args.html:
+        try:
+            page = show_html(path)
+        except (OSError, ValueError) as error:  # unreadable, not a trajectory, not writable
+            errors.print(Text.assemble(("error: ", "red"), f"cannot write the page: {error}"))
+            return ExitCode.USAGE
+        console.out(str(page), highlight=False)
+        return ExitCode.OK
     return render_trajectory_file(path, console, errors, full=args.full)
 
 

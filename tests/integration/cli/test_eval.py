@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +207,11 @@ def check_results_and_report(out: Path) -> None:
     assert "## sandbox mode" in report and "## llm mode" in report
     assert "## sandbox vs llm" in report
     assert "boom from reward.py" in report
+    # report.html beside it links every sample with a trajectory to its run page.
+    html = (out / "report.html").read_text()
+    links = re.findall(r'<a href="([^"]+)">view</a>', html)
+    assert len(links) == 2 * len(ROWS) and all((out / link).is_file() for link in links)
+    assert html.count("<svg") >= 3  # score by domain, tokens, time (pass@k needs K > 1)
 
 
 def counting_responder() -> Any:

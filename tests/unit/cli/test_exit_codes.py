@@ -8,7 +8,7 @@ from pathlib import Path
 from sandfleet.cli.exit_codes import ExitCode
 from sandfleet.cli.main import build_parser
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+README = Path(__file__).resolve().parents[3] / "docs" / "concepts" / "local-sandboxes.md"
 
 
 def test_a_failed_trajectory_fetch_has_its_own_code_not_the_not_submitted_one() -> None:
@@ -21,4 +21,4 @@ def test_every_code_is_in_the_help_and_in_the_readme_table() -> None:
     table = re.findall(r"^\| (\d+) \|", README.read_text(encoding="utf-8"), flags=re.M)
     for code in ExitCode:
         assert re.search(rf"[;:] {int(code)} ", help_text), f"--help lacks exit code {code}"
-        assert str(int(code)) in table, f"README's exit-code table lacks {code}"
+        assert str(int(code)) in table, f"the exit-code table (docs/concepts/local-sandboxes.md) lacks {code}"

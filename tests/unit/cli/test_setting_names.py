@@ -126,16 +126,17 @@ def test_plural_counts() -> None:
 REPOSITORY = Path(__file__).resolve().parents[3]
 
 
-def test_the_readme_states_the_batch_default_the_code_has() -> None:
+def test_the_docs_state_the_batch_default_the_code_has() -> None:
     default = Settings.model_fields["concurrency"].default
-    readme = " ".join((REPOSITORY / "README.md").read_text(encoding="utf-8").split())
+    page = REPOSITORY / "docs" / "getting-started" / "local.md"
+    text = " ".join(page.read_text(encoding="utf-8").split())
 
-    assert f"(`SANDFLEET_CONCURRENCY`, default {default};" in readme
+    assert f"(`SANDFLEET_CONCURRENCY`, default {default};" in text
 
 
 def test_gitignore_covers_the_clis_default_outputs() -> None:
     ignored = (REPOSITORY / ".gitignore").read_text(encoding="utf-8").splitlines()
     results_dir = Settings.model_fields["results_dir"].default
 
-    # results.jsonl: the README's `batch --out` example; eval-results/: eval's default --out.
+    # results.jsonl: the docs' `batch --out` example; eval-results/: eval's default --out.
     assert {f"{results_dir}/", "results.jsonl", "eval-results/"} <= set(ignored)

@@ -89,10 +89,11 @@ def test_each_runtime_pin_is_within_the_range_the_package_declares() -> None:
 
 def test_the_user_install_needs_no_extra_for_the_cli_and_the_sdk() -> None:
     """What the CLI's and the SDK's own imports need is in the base dependencies; only the
-    operator, the gateway, `sandfleet eval`'s `datasets` loader and `sandfleet mcp` (the MCP
-    SDK and its HTTP server) have extras."""
+    operator, the gateway, `sandfleet eval`'s `datasets` loader, `sandfleet mcp` (the MCP
+    SDK and its HTTP server) and report.html's plots (matplotlib) have extras."""
     extras_only = {
         "kopf", "prometheus_client", "cachetools", "datasets", "mcp", "starlette", "uvicorn",
+        "matplotlib",
     }  # fmt: skip
     distributions = importlib.metadata.packages_distributions()
     control = ROOT / "operator" / "sandfleet"
@@ -215,3 +216,10 @@ async def test_the_wheel_with_no_extra_runs_the_cli_and_a_task_in_a_fresh_venv(
     (folder,) = (tmp_path / "results").glob("multiply-*")
     result = json.loads((folder / "result.json").read_text())
     assert (result["stop_reason"], result["answer"]) == ("submitted", "391")
+    # The HTML pages' templates are in the wheel.
+    page_code, page, page_err = await _run(
+        str(bin_dir / "sandfleet"), "show", str(folder), "--html", env=env, cwd=tmp_path
+    )
+    assert page_code == 0, page_err
+    assert page.strip() == str(folder / "trajectory.html")
+    assert "391" in await asyncio.to_thread((folder / "trajectory.html").read_text)
