@@ -19,7 +19,11 @@ from sandfleet.agent import AgentResult, StopReason
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "trajectory-format.md"
 PACKAGE = ROOT / "operator" / "sandfleet"
-WRITERS = [*sorted((PACKAGE / "agent").glob("*.py")), PACKAGE / "cli" / "eval_samples.py"]
+WRITERS = [
+    *sorted((PACKAGE / "agent").glob("*.py")),
+    *sorted((PACKAGE / "trajectory").glob("*.py")),
+    PACKAGE / "cli" / "eval_samples.py",
+]
 """The modules that build trajectory records (the agent loop's and the eval's LLM mode)."""
 READ_ONLY_KINDS = {"task_inputs"}
 """Kinds only read (older files), documented under "Older kinds"."""
@@ -36,9 +40,12 @@ def string_constants(trees: list[ast.Module]) -> dict[str, str]:
     constants: dict[str, str] = {}
     for tree in trees:
         for node in tree.body:
-            if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Constant):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+                target, value = node.targets[0], node.value.value
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.value, ast.Constant):
+                target, value = node.target, node.value.value  # NAME: Final = "text"
+            else:
                 continue
-            target, value = node.targets[0], node.value.value
             if isinstance(target, ast.Name) and isinstance(value, str):
                 constants[target.id] = value
     return constants

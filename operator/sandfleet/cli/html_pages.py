@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from sandfleet.runs.index import RunEntry
 from sandfleet.report.html import RunRow, relative_href, runs_page, write_run_page
+from sandfleet.runs.index import RunEntry
 
 RUNS_PAGE = "index.html"
 """The runs list, in the results folder."""

@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
+from sandfleet.errors import SandfleetError
+
 T = TypeVar("T")
 
 CHUNK_BYTES = 64 * 1024
@@ -34,7 +36,7 @@ NOT_A_LINE = (ValueError, TypeError, AttributeError, KeyError, RecursionError)
 ValueError, UnicodeDecodeError included; a parse of the decoded value may raise the others)."""
 
 
-class BadLineError(ValueError):
+class BadLineError(SandfleetError, ValueError):
     """A whole line (not the torn tail) that does not decode: the file is damaged."""
 
     def __init__(self, where: str, number: int, cause: BaseException) -> None:

@@ -21,4 +21,6 @@ def test_every_code_is_in_the_help_and_in_the_readme_table() -> None:
     table = re.findall(r"^\| (\d+) \|", README.read_text(encoding="utf-8"), flags=re.M)
     for code in ExitCode:
         assert re.search(rf"[;:] {int(code)} ", help_text), f"--help lacks exit code {code}"
-        assert str(int(code)) in table, f"the exit-code table (docs/concepts/local-sandboxes.md) lacks {code}"
+        assert str(int(code)) in table, (
+            f"the exit-code table (docs/concepts/local-sandboxes.md) lacks {code}"
+        )
