@@ -18,12 +18,8 @@ import pytest
 
 from sandfleet.api import EgressMode, PodTemplate
 from sandfleet.client import RuntimeClient
-from sandfleet.operator.naming import label_value, pool_token_secret_name, token_secret_name
-from sandfleet.operator.network_policies import (
-    pool_network_policy,
-    session_network_policy,
-)
-from sandfleet.operator.resources import (
+from sandfleet.fleet.naming import label_value, pool_token_secret_name, token_secret_name
+from sandfleet.fleet.resources import (
     ObjectRef,
     PlatformDefaults,
     claim_patch,
@@ -33,6 +29,10 @@ from sandfleet.operator.resources import (
     resolve_pod_template,
     session_pod,
     session_token_secret,
+)
+from sandfleet.operator.network_policies import (
+    pool_network_policy,
+    session_network_policy,
 )
 from sandfleet_proto.runtime.v1 import bash_service_pb2, bash_service_pb2_grpc
 from tests.cluster.cluster_access import ClusterUnderTest

@@ -28,17 +28,17 @@ from sandfleet.cli.interrupts import run_until_interrupted
 from sandfleet.cli.render import print_run_summary
 from sandfleet.cli.results import ExitCode, RunFailure, TaskOutcome, utc_now
 from sandfleet.cluster.input_files import TextInputs, read_text_inputs
-from sandfleet.cluster.manifests import (
+from sandfleet.cluster.session_specs import managed_session_spec
+from sandfleet.errors import SandfleetError
+from sandfleet.fleet.manifests import (
     ManifestError,
     file_sources,
     generate_name_for,
-    managed_session_spec,
     secret_key_ref,
     session_body,
 )
-from sandfleet.cluster.sessions import SessionClient, SessionGoneError
-from sandfleet.cluster.status import SessionState
-from sandfleet.errors import SandfleetError
+from sandfleet.fleet.sessions import SessionClient, SessionGoneError
+from sandfleet.fleet.status import SessionState
 from sandfleet.settings import Settings
 from sandfleet.tasks import TaskSpec
 

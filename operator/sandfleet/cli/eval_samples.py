@@ -167,7 +167,7 @@ async def cluster_sample(
 
 
 async def _delete_session(settings: Settings, namespace: str, name: str) -> None:
-    from sandfleet.cluster.sessions import SessionClient
+    from sandfleet.fleet.sessions import SessionClient
     from sandfleet.kube import KubeClient, KubeConfig
 
     try:

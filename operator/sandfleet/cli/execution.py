@@ -289,7 +289,7 @@ async def _claimed_sandbox(
     """One sandbox through the gateway (pool or template of the settings), released at exit."""
     # Imported here: a local run need not load the cluster backend.
     from sandfleet.cluster.gateway_backend import GatewayBackend, GatewaySandboxRequest
-    from sandfleet.cluster.manifests import generate_name_for
+    from sandfleet.fleet.manifests import generate_name_for
 
     request = GatewaySandboxRequest(
         settings.namespace,

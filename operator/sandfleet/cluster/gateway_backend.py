@@ -17,8 +17,9 @@ from sandfleet.api import EgressMode, LifecycleSpec
 from sandfleet.backend import OpenedSandbox, SandboxPaths
 from sandfleet.client import RuntimeClient
 from sandfleet.cluster.gateway_target import GatewayTarget, resolve_gateway
-from sandfleet.cluster.manifests import DEFAULT_GENERATE_NAME, default_paths
+from sandfleet.cluster.session_specs import default_paths
 from sandfleet.errors import GatewayError, GatewayUnreachableError
+from sandfleet.fleet.manifests import DEFAULT_GENERATE_NAME
 from sandfleet.gateway_client import GatewayClient, GatewaySandboxInfo
 from sandfleet.logs import get_logger
 

@@ -27,10 +27,13 @@ from sandfleet.api import (
     derive_session_token,
 )
 from sandfleet.client import RuntimeClient
-from sandfleet.cluster.manifests import ManifestError, raw_session_spec, session_body
-from sandfleet.cluster.sessions import SessionClient, SessionGoneError, SessionWaitTimeoutError
-from sandfleet.cluster.status import SessionState
 from sandfleet.errors import SandfleetError
+from sandfleet.fleet.manifests import ManifestError, raw_session_spec, session_body
+from sandfleet.fleet.plans import PlanError, pool_pod_template, read_pool, read_template
+from sandfleet.fleet.pod_index import Pod, pod_ip
+from sandfleet.fleet.resources import gateway_claim_patch
+from sandfleet.fleet.sessions import SessionClient, SessionGoneError, SessionWaitTimeoutError
+from sandfleet.fleet.status import SessionState
 from sandfleet.gateway.claim_ids import (
     CALLER_ANNOTATION,
     CLAIM_ID_ANNOTATION,
@@ -48,9 +51,6 @@ from sandfleet.kube import (
     resource_path,
 )
 from sandfleet.logs import get_logger
-from sandfleet.operator.plans import PlanError, pool_pod_template, read_pool, read_template
-from sandfleet.operator.pod_index import Pod, pod_ip
-from sandfleet.operator.resources import gateway_claim_patch
 
 log = get_logger(__name__)
 

@@ -17,9 +17,9 @@ import pytest
 from sandfleet.api import EgressMode, LifecycleSpec, derive_session_token
 from sandfleet.client import RuntimeClient
 from sandfleet.errors import SandboxLostError
+from sandfleet.fleet.resources import gateway_claim_patch
 from sandfleet.gateway.claim_types import Claimed, ClaimFailed, ClaimFailure, ClaimSpec
 from sandfleet.gateway.claims import Claimer
-from sandfleet.operator.resources import gateway_claim_patch
 from tests.cluster.cluster_access import ClusterUnderTest
 from tests.cluster.gateway.conftest import ORPHAN_CLAIM_GRACE_S, MakeClaimer
 from tests.cluster.kube_api import KubeApi

@@ -21,7 +21,7 @@ from sandfleet.cli.execution import ConfigurationError
 from sandfleet.cli.main import build_parser, settings_from_arguments
 from sandfleet.cli.results import ExitCode
 from sandfleet.cluster.input_files import TextInputs
-from sandfleet.cluster.status import SessionState
+from sandfleet.fleet.status import SessionState
 from sandfleet.settings import Settings, SettingsError, load_settings
 from sandfleet.tasks import TaskSpec
 

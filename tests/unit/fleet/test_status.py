@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Any
 
 from sandfleet.api import Phase
-from sandfleet.cluster.status import SessionState
+from sandfleet.fleet.status import SessionState
 
 
 def session(status: dict[str, Any] | None = None, **metadata: Any) -> dict[str, Any]:
@@ -153,7 +153,7 @@ def test_unknown_phases_and_malformed_fields_do_not_break_reading() -> None:
 
 
 def test_agent_progress_says_whether_the_result_came_from_the_answer_file() -> None:
-    from sandfleet.cluster.status import AgentProgress
+    from sandfleet.fleet.status import AgentProgress
 
     assert AgentProgress.from_status({"result": "42", "answerFromFile": True}).answer_from_file
     assert AgentProgress.from_status({"answerFromFile": False}).answer_from_file is False

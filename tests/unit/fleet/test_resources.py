@@ -17,12 +17,8 @@ import pytest
 import yaml
 
 from sandfleet.api import EgressMode, PodTemplate
-from sandfleet.operator.naming import label_value
-from sandfleet.operator.network_policies import (
-    pool_network_policy,
-    session_network_policy,
-)
-from sandfleet.operator.resources import (
+from sandfleet.fleet.naming import label_value
+from sandfleet.fleet.resources import (
     ObjectRef,
     PlatformDefaults,
     ResolvedPod,
@@ -37,6 +33,10 @@ from sandfleet.operator.resources import (
     session_token_secret,
     template_hash,
     token_secret,
+)
+from sandfleet.operator.network_policies import (
+    pool_network_policy,
+    session_network_policy,
 )
 
 DEFAULTS = PlatformDefaults(

@@ -27,8 +27,8 @@ from sandfleet.api import (
     PodState,
     PodTemplate,
 )
-from sandfleet.operator.conditions import rfc3339
-from sandfleet.operator.naming import (
+from sandfleet.fleet.conditions import rfc3339
+from sandfleet.fleet.naming import (
     label_value,
     pool_pod_generate_name,
     pool_token_secret_name,

@@ -12,10 +12,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from sandfleet.api import MANAGED_BY_VALUE, Component, Label, PodState
+from sandfleet.fleet.naming import label_value
 from sandfleet.kube import KubeClient
 from sandfleet.kube.mirror import feed_mirror
 from sandfleet.logs import get_logger
-from sandfleet.operator.naming import label_value
 
 log = get_logger(__name__)
 

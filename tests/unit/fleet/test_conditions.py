@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sandfleet.api import ConditionType, Reason
-from sandfleet.operator.conditions import (
+from sandfleet.fleet.conditions import (
     MAX_MESSAGE_LENGTH,
     condition,
     is_true,

@@ -1,4 +1,6 @@
-"""Pure builders of SandboxSession bodies: raw sandboxes for the SDK, managed runs for the CLI.
+"""Pure builders of SandboxSession bodies and spec parts (files, Secret references, names),
+shared by the SDK, the CLI and the gateway; managed runs from an AgentConfig + Task are
+sandfleet.cluster.session_specs.
 
 Specs go through the API's pydantic models (sandfleet.api), the ones the operator parses, so
 a body built here is one the operator accepts; defaults are left out for the CRD to fill in.
@@ -7,7 +9,6 @@ a body built here is one the operator accepts; defaults are left out for the CRD
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import re
 from collections.abc import Iterator, Mapping
@@ -16,12 +17,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sandfleet.agent import AgentConfig, Task
 from sandfleet.api import (
     API_VERSION,
-    DEFAULT_WORKDIR,
     SESSION_KIND,
-    AgentSpec,
     EgressMode,
     EnvVar,
     FileSource,
@@ -32,7 +30,6 @@ from sandfleet.api import (
     PodTemplate,
     SandboxSessionSpec,
 )
-from sandfleet.backend import SandboxPaths
 from sandfleet.errors import SandfleetError
 
 DEFAULT_GENERATE_NAME = "sbx-"
@@ -85,7 +82,7 @@ def raw_session_spec(
     egress: EgressMode | str | None = None,
 ) -> SandboxSessionSpec:
     """A session without spec.agent: a sandbox the caller drives through the runtime API."""
-    with _readable_spec_errors():
+    with readable_spec_errors():
         return SandboxSessionSpec(
             template_ref=ObjectName(name=template) if template else None,
             pool_ref=ObjectName(name=pool) if pool else None,
@@ -95,85 +92,6 @@ def raw_session_spec(
             lifecycle=lifecycle or LifecycleSpec(),
             network=NetworkSpec(egress=EgressMode(egress)) if egress is not None else None,
         )
-
-
-def managed_session_spec(
-    config: AgentConfig,
-    task: Task,
-    *,
-    files: tuple[FileSource, ...] = (),
-    api_key_secret: KeyRef | None = None,
-    template: str | None = None,
-    pool: str | None = None,
-    paths: SandboxPaths | None = None,
-    ttl_seconds_after_finished: int | None = None,
-) -> SandboxSessionSpec:
-    """A session whose agent loop the operator drives: the CLI's `run --backend kubernetes`.
-
-    config.api_key is never used: the operator reads the key from `api_key_secret`.
-    """
-    pod = workdir_pod(paths, sandbox_from_elsewhere=bool(template or pool))
-    agent = agent_spec(config, task, api_key_secret=api_key_secret)
-    with _readable_spec_errors():
-        return SandboxSessionSpec(
-            template_ref=ObjectName(name=template) if template else None,
-            pool_ref=ObjectName(name=pool) if pool else None,
-            template=pod,
-            files=files,
-            agent=agent,
-            lifecycle=LifecycleSpec(ttl_seconds_after_finished=ttl_seconds_after_finished),
-        )
-
-
-def agent_spec(config: AgentConfig, task: Task, *, api_key_secret: KeyRef | None) -> AgentSpec:
-    """spec.agent from the loop's configuration and the task.
-
-    The task's own templates (prompt_config.yaml) travel as they are: the operator's loop
-    fills them in against the sandbox's paths, as the local loop does.
-    """
-    temperature = None if config.temperature is None else decimal_string(config.temperature)
-    with _readable_spec_errors():
-        return AgentSpec(
-            model=config.model,
-            prompt=task.prompt,
-            instance_prompt=task.instance_prompt or config.instance_prompt,
-            baseURL=config.base_url,  # the alias: the field name is base_url
-            api_key_secret_ref=api_key_secret,
-            system_prompt=(
-                config.system_prompt_override or task.system_prompt or config.system_prompt
-            ),
-            max_turns=config.max_turns,
-            max_tokens=config.max_tokens,
-            temperature=temperature,
-            top_p=None if config.top_p is None else decimal_string(config.top_p),
-            seed=config.seed,
-            extra_body=json.dumps(dict(config.extra_body)) if config.extra_body else None,
-            tool_timeout_seconds=max(1, math.ceil(config.tool_timeout_s)),
-        )
-
-
-def workdir_pod(paths: SandboxPaths | None, *, sandbox_from_elsewhere: bool) -> PodTemplate | None:
-    """An inline pod template that moves the workdir where the task's layout wants it.
-
-    The sandbox layout on the cluster is always <workdir>/{input,output}; a layout that
-    does not have that shape, or a moved workdir when a template or pool decides the pod,
-    cannot be honoured.
-    """
-    if paths is None or paths == SandboxPaths():
-        return None
-    if paths != SandboxPaths.under(paths.working_dir):
-        raise ManifestError(
-            "the kubernetes backend keeps inputs and outputs in <working_dir>/input and "
-            f"<working_dir>/output; this task asks for input_dir {paths.input_dir} and "
-            f"output_dir {paths.output_dir}"
-        )
-    if sandbox_from_elsewhere:
-        raise ManifestError(
-            f"the task moves the working directory to {paths.working_dir}, but with a "
-            "template or pool the template decides it (set its pod.workdir instead)"
-        )
-    with _readable_spec_errors():
-        return PodTemplate(workdir=paths.working_dir)
 
 
 def file_sources(
@@ -201,7 +119,7 @@ def file_sources(
     for name, text in contents.items():
         path = name if base_dir is None else str(PurePosixPath(base_dir, name))
         mode = (modes or {}).get(name)
-        with _readable_spec_errors():
+        with readable_spec_errors():
             if mode is None:
                 sources.append(FileSource(path=path, content=text))
             else:
@@ -214,7 +132,7 @@ def secret_key_ref(reference: str) -> KeyRef:
     name, _, key = reference.partition(":")
     if not name:
         raise ManifestError(f"not a Secret reference (NAME or NAME:KEY): {reference!r}")
-    with _readable_spec_errors():
+    with readable_spec_errors():
         return KeyRef(name=name, key=key or DEFAULT_API_KEY_SECRET_KEY)
 
 
@@ -232,15 +150,9 @@ def generate_name_for(task_id: str) -> str:
     return f"{slug.rstrip('-') or 'task'}-"
 
 
-def default_paths(workdir: str | None) -> SandboxPaths:
-    """The sandbox layout a session with this workdir has (None: the image default)."""
-    if workdir is None or workdir == DEFAULT_WORKDIR:
-        return SandboxPaths()
-    return SandboxPaths.under(workdir)
-
-
 @contextlib.contextmanager
-def _readable_spec_errors() -> Iterator[None]:
+def readable_spec_errors() -> Iterator[None]:
+    """Turns a pydantic error from an api model into a ManifestError that names each field."""
     try:
         yield
     except ValidationError as error:

@@ -8,14 +8,14 @@ from typing import Any, cast
 import pytest
 
 from sandfleet.api import EgressMode, LifecycleSpec, PodTemplate, Reason
-from sandfleet.kube import KubeClient, NotFoundError
-from sandfleet.operator.plans import (
+from sandfleet.fleet.plans import (
     PlanError,
     SessionPlan,
     merge_lifecycle,
     parse_session_spec,
     plan_session,
 )
+from sandfleet.kube import KubeClient, NotFoundError
 
 NS = "team-a"
 TEMPLATES = f"/apis/sandfleet.dev/v1alpha1/namespaces/{NS}/sandboxtemplates"

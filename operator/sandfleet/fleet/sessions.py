@@ -10,8 +10,8 @@ from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from sandfleet.api import API_VERSION, SESSION_PLURAL, TOKEN_SECRET_KEY
-from sandfleet.cluster.status import SessionState
 from sandfleet.errors import SandfleetError
+from sandfleet.fleet.status import SessionState
 from sandfleet.kube import (
     KubeClient,
     KubeConnectionError,

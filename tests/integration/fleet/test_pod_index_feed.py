@@ -15,8 +15,8 @@ import yaml
 from aiohttp import web
 
 from sandfleet.api import MANAGED_BY_VALUE, Component, Label, PodState
+from sandfleet.fleet.pod_index import PodIndex, feed_pod_index
 from sandfleet.kube import KubeClient, KubeConfig
-from sandfleet.operator.pod_index import PodIndex, feed_pod_index
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from sandfleet.api import MANAGED_BY_VALUE, Component, Label, PodState
-from sandfleet.operator.naming import label_value
-from sandfleet.operator.pod_index import Pod, PodIndex, pod_ip, pod_is_ready, slim
+from sandfleet.fleet.naming import label_value
+from sandfleet.fleet.pod_index import Pod, PodIndex, pod_ip, pod_is_ready, slim
 
 NS = "team-a"
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from sandfleet.operator.naming import (
+from sandfleet.fleet.naming import (
     GENERATED_SUFFIX_LENGTH,
     bounded_name,
     is_dns_label,

@@ -17,14 +17,13 @@ from sandfleet.api import (
     PodTemplate,
     SandboxSessionSpec,
 )
-from sandfleet.cluster.manifests import (
+from sandfleet.cluster.session_specs import default_paths, managed_session_spec
+from sandfleet.fleet.manifests import (
     MAX_INLINE_FILES,
     ManifestError,
     decimal_string,
-    default_paths,
     file_sources,
     generate_name_for,
-    managed_session_spec,
     raw_session_spec,
     secret_key_ref,
     session_body,
