@@ -24,9 +24,9 @@ from sandfleet.fleet.resources import (
     session_token_secret,
 )
 from sandfleet.operator.pod_watch import pod_problem
-from tests.cluster.cluster_access import ClusterUnderTest
-from tests.cluster.kube_api import JsonObject, KubeApi
-from tests.cluster.sandbox_pods import RUNTIME_PORT, wait_ready
+from tests.cluster.harness.cluster_access import ClusterUnderTest
+from tests.cluster.harness.kube_api import JsonObject, KubeApi
+from tests.cluster.harness.sandbox_pods import RUNTIME_PORT, wait_ready
 
 pytestmark = pytest.mark.cluster
 

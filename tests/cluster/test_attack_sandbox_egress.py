@@ -34,10 +34,10 @@ from sandfleet.fleet.resources import (
     session_token_secret,
 )
 from sandfleet.operator.network_policies import session_network_policy
-from tests.cluster.cluster_access import ClusterUnderTest
-from tests.cluster.kube_api import JsonObject, KubeApi
-from tests.cluster.probe_pods import operator_image, probe_pod
-from tests.cluster.sandbox_pods import RUNTIME_PORT, wait_ready
+from tests.cluster.harness.cluster_access import ClusterUnderTest
+from tests.cluster.harness.kube_api import JsonObject, KubeApi
+from tests.cluster.harness.probe_pods import operator_image, probe_pod
+from tests.cluster.harness.sandbox_pods import RUNTIME_PORT, wait_ready
 
 pytestmark = pytest.mark.cluster
 

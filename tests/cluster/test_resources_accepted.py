@@ -35,9 +35,9 @@ from sandfleet.operator.network_policies import (
     session_network_policy,
 )
 from sandfleet_proto.runtime.v1 import bash_service_pb2, bash_service_pb2_grpc
-from tests.cluster.cluster_access import ClusterUnderTest
-from tests.cluster.kube_api import JsonObject, KubeApi
-from tests.cluster.sandbox_pods import RUNTIME_PORT, wait_ready
+from tests.cluster.harness.cluster_access import ClusterUnderTest
+from tests.cluster.harness.kube_api import JsonObject, KubeApi
+from tests.cluster.harness.sandbox_pods import RUNTIME_PORT, wait_ready
 
 pytestmark = pytest.mark.cluster
 

@@ -20,10 +20,10 @@ from sandfleet.errors import SandboxLostError
 from sandfleet.fleet.resources import gateway_claim_patch
 from sandfleet.gateway.claim_types import Claimed, ClaimFailed, ClaimFailure, ClaimSpec
 from sandfleet.gateway.claims import Claimer
-from tests.cluster.cluster_access import ClusterUnderTest
 from tests.cluster.gateway.conftest import ORPHAN_CLAIM_GRACE_S, MakeClaimer
-from tests.cluster.kube_api import KubeApi
-from tests.cluster.operator_harness import (
+from tests.cluster.harness.cluster_access import ClusterUnderTest
+from tests.cluster.harness.kube_api import KubeApi
+from tests.cluster.harness.operator_harness import (
     OPERATOR_NAMESPACE,
     POOLS,
     SESSIONS,
@@ -34,7 +34,7 @@ from tests.cluster.operator_harness import (
     wait_no_leftovers,
     wait_session,
 )
-from tests.cluster.probe_pods import operator_image, probe_pod, result_of, run_probe
+from tests.cluster.harness.probe_pods import operator_image, probe_pod, result_of, run_probe
 
 pytestmark = pytest.mark.cluster
 

@@ -16,9 +16,9 @@ import pytest
 
 from sandfleet.cluster import SessionFailedError
 from sandfleet.sandbox import ClusterSandbox, Sandbox
-from tests.cluster.cluster_access import ClusterUnderTest
-from tests.cluster.kube_api import KubeApi
-from tests.cluster.operator_harness import SESSIONS, OperatorProcess, wait_no_leftovers
+from tests.cluster.harness.cluster_access import ClusterUnderTest
+from tests.cluster.harness.kube_api import KubeApi
+from tests.cluster.harness.operator_harness import SESSIONS, OperatorProcess, wait_no_leftovers
 from tests.integration.cli.harness import (
     CLI_TIMEOUT_S,
     cli_environment,

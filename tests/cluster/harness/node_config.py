@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.cluster.certs import Pki
-from tests.cluster.layout import (
+from tests.cluster.harness.certs import Pki
+from tests.cluster.harness.layout import (
     BRIDGE_GATEWAY,
     BRIDGE_NAME,
     CGROUP_ROOT,

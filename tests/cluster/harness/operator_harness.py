@@ -21,9 +21,9 @@ from typing import Any, ClassVar
 
 import yaml
 
-from tests.cluster.kube_api import ApiError, JsonObject, KubeApi
+from tests.cluster.harness.kube_api import ApiError, JsonObject, KubeApi
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MANIFESTS = ROOT / "manifests"
 OPERATOR_NAMESPACE = "sandfleet-system"
 OPERATOR_ACCOUNT = "sandfleet-operator"

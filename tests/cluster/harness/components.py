@@ -7,8 +7,8 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.cluster.certs import Pki
-from tests.cluster.layout import (
+from tests.cluster.harness.certs import Pki
+from tests.cluster.harness.layout import (
     BRIDGE_GATEWAY,
     KWOK_NODE_ANNOTATION,
     KWOK_POD_SUBNET,

@@ -10,8 +10,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.cluster.layout import CGROUP_ROOT, Layout
-from tests.cluster.processes import Running
+from tests.cluster.harness.layout import CGROUP_ROOT, Layout
+from tests.cluster.harness.processes import Running
 
 CGROUP_V1_BASE = Path("/sys/fs/cgroup")
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from tests.cluster.kube_api import JsonObject, KubeApi
-from tests.cluster.layout import BRIDGE_ADDRESS, Layout
+from tests.cluster.harness.kube_api import JsonObject, KubeApi
+from tests.cluster.harness.layout import BRIDGE_ADDRESS, Layout
 
 BRIDGE_HOST = BRIDGE_ADDRESS.split("/")[0]
 """The host's address on the pods' bridge: a server bound there is reachable from pods."""

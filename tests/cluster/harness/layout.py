@@ -8,7 +8,8 @@ import os
 import re
 from pathlib import Path
 
-CLUSTER_DIR = Path(__file__).resolve().parent
+CLUSTER_DIR = Path(__file__).resolve().parent.parent
+"""tests/cluster: the build folders and kwok-stages.yaml beside the tests (this is its harness/)."""
 REPO_ROOT = CLUSTER_DIR.parent.parent
 KUBEBUILD_GO_MOD = CLUSTER_DIR / "kubebuild" / "go.mod"
 KWOKBUILD_GO_MOD = CLUSTER_DIR / "kwokbuild" / "go.mod"

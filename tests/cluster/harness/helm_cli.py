@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from tests.cluster.layout import CLUSTER_DIR, REPO_ROOT, cache_root
+from tests.cluster.harness.layout import CLUSTER_DIR, REPO_ROOT, cache_root
 
 CHART_DIR = REPO_ROOT / "charts" / "sandfleet"
 CI_VALUES_DIR = CHART_DIR / "ci"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tests.cluster.layout import BRIDGE_ADDRESS, BRIDGE_NAME
+from tests.cluster.harness.layout import BRIDGE_ADDRESS, BRIDGE_NAME
 
 CONTAINMENT_COMMENT = "sandfleet-test: pods reach nothing beyond this machine"
 _CONTAINMENT_RULE = [

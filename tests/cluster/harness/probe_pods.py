@@ -15,9 +15,9 @@ import os
 import time
 from typing import Any
 
-from tests.cluster.cluster_access import ClusterUnderTest, unavailable
-from tests.cluster.kube_api import JsonObject, KubeApi
-from tests.cluster.layout import Layout
+from tests.cluster.harness.cluster_access import ClusterUnderTest, unavailable
+from tests.cluster.harness.kube_api import JsonObject, KubeApi
+from tests.cluster.harness.layout import Layout
 
 RESULT_PREFIX = "RESULT "
 

@@ -9,7 +9,7 @@ from typing import NoReturn
 
 import pytest
 
-from tests.cluster.kube_api import KubeApi
+from tests.cluster.harness.kube_api import KubeApi
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

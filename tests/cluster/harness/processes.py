@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tests.cluster.components import Component
+from tests.cluster.harness.components import Component
 
 _children: dict[int, subprocess.Popen[bytes]] = {}
 """Processes this interpreter started, kept referenced until stopped and reaped."""

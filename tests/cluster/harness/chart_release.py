@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.cluster.chart_install import SANDBOX_SELECTOR, Kubectl
-from tests.cluster.cluster_access import ClusterUnderTest
-from tests.cluster.helm_cli import Helm, HelmError
-from tests.cluster.kube_api import JsonObject, KubeApi
-from tests.cluster.operator_harness import phase_is, wait_session
+from tests.cluster.harness.chart_install import SANDBOX_SELECTOR, Kubectl
+from tests.cluster.harness.cluster_access import ClusterUnderTest
+from tests.cluster.harness.helm_cli import Helm, HelmError
+from tests.cluster.harness.kube_api import JsonObject, KubeApi
+from tests.cluster.harness.operator_harness import phase_is, wait_session
 
 RELEASE = "sandfleet"
 OPERATOR = "sandfleet-operator"

@@ -8,7 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.cluster.layout import BRIDGE_GATEWAY, KUBERNETES_SERVICE_IP, NODE_NAME
+from tests.cluster.harness.layout import BRIDGE_GATEWAY, KUBERNETES_SERVICE_IP, NODE_NAME
 
 _CURVE = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
 _DAYS = "3650"

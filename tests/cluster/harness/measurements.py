@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.cluster.layout import CGROUP_ROOT, Layout
+from tests.cluster.harness.layout import CGROUP_ROOT, Layout
 
 MIB = 1024 * 1024
 

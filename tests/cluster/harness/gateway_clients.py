@@ -8,8 +8,8 @@ import json
 import time
 from typing import Any
 
-from tests.cluster.chart_install import Kubectl
-from tests.cluster.kube_api import JsonObject, KubeApi
+from tests.cluster.harness.chart_install import Kubectl
+from tests.cluster.harness.kube_api import JsonObject, KubeApi
 
 PYTHON = "/opt/sandfleet/bin/python"
 CLIENT_CONTAINER = "client"

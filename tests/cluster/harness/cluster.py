@@ -1,4 +1,5 @@
-"""Start and stop the single-node test cluster: `python -m tests.cluster.cluster up|down|status`.
+"""Start and stop the single-node test cluster:
+`python -m tests.cluster.harness.cluster up|down|status`.
 
 `images` imports what setup.sh built into a running cluster (no restart); `check` lists what
 is missing to start one.
@@ -18,14 +19,14 @@ import time
 from pathlib import Path
 
 if __package__ in (None, ""):
-    # Run as a file (python tests/cluster/cluster.py): make `tests.cluster` importable.
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    # Run as a file (python tests/cluster/harness/cluster.py): make `tests.cluster` importable.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from tests.cluster import components, host_network, node_config, node_host, processes
-from tests.cluster.certs import Pki, create_pki, write_kubeconfig
-from tests.cluster.kube_api import KubeApi, condition_is_true
-from tests.cluster.layout import BRIDGE_GATEWAY, NODE_NAME, Image, Layout, Ports
-from tests.cluster.processes import ClusterStartError, Running
+from tests.cluster.harness import components, host_network, node_config, node_host, processes
+from tests.cluster.harness.certs import Pki, create_pki, write_kubeconfig
+from tests.cluster.harness.kube_api import KubeApi, condition_is_true
+from tests.cluster.harness.layout import BRIDGE_GATEWAY, NODE_NAME, Image, Layout, Ports
+from tests.cluster.harness.processes import ClusterStartError, Running
 
 REQUIRED_COMMANDS = (
     "containerd", "runc", "ctr", "openssl", "ip", "umount", "iptables", "iptables-restore",
@@ -226,7 +227,7 @@ def up(layout: Layout, ports: Ports, timeout_s: float = 180.0) -> ClusterInfo:
             raise ClusterStartError(
                 f"a cluster from {layout.cache} is already running "
                 f"({', '.join(f'{r.name}={r.pid}' for r in alive)}); stop it with "
-                "`python -m tests.cluster.cluster down` (one local cluster per machine)"
+                "`python -m tests.cluster.harness.cluster down` (one local cluster per machine)"
             )
         down(layout)  # a previous run died without stopping: clean up after it first
     images = layout.read_images()

@@ -6,7 +6,7 @@ import asyncio
 import time
 from typing import Any
 
-from tests.cluster.kube_api import JsonObject, KubeApi, condition_is_true
+from tests.cluster.harness.kube_api import JsonObject, KubeApi, condition_is_true
 
 RUNTIME_PORT = 50051
 
