@@ -18,7 +18,7 @@ from sandfleet.api import EgressMode, LifecycleSpec, derive_session_token
 from sandfleet.client import RuntimeClient
 from sandfleet.errors import SandboxLostError
 from sandfleet.fleet.resources import gateway_claim_patch
-from sandfleet.gateway.claim_types import Claimed, ClaimFailed, ClaimFailure, ClaimSpec
+from sandfleet.gateway.claim_types import Claimed, ClaimError, ClaimFailure, ClaimSpec
 from sandfleet.gateway.claims import Claimer
 from tests.cluster.gateway.conftest import ORPHAN_CLAIM_GRACE_S, MakeClaimer
 from tests.cluster.harness.cluster_access import ClusterUnderTest
@@ -235,7 +235,7 @@ async def test_an_empty_pool_or_a_template_gives_a_cold_session_and_a_missing_on
     )
     failures = []
     for pool, tpl in (("no-such-pool", None), (None, "no-such-template")):
-        with pytest.raises(ClaimFailed) as missing:
+        with pytest.raises(ClaimError) as missing:
             await claimer.claim(spec(namespace, pool, template=tpl))
         failures.append(missing.value)
 
@@ -247,7 +247,7 @@ async def test_an_empty_pool_or_a_template_gives_a_cold_session_and_a_missing_on
     assert "no-such-pool" in str(failures[0]) and "no-such-template" in str(failures[1])
     connected = await claimer.connect(namespace, from_template.name, 10)
     assert (connected.token, connected.working_dir) == (from_template.token, "/tmp")
-    with pytest.raises(ClaimFailed) as gone:
+    with pytest.raises(ClaimError) as gone:
         await claimer.connect(namespace, "no-such-session", 1)
     assert gone.value.failure is ClaimFailure.NOT_FOUND
     await claimer.release(namespace, [from_pool.name, from_template.name])

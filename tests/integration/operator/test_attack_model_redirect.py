@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from sandfleet.agent.model import ModelError
 from sandfleet.api import AgentSpec
+from sandfleet.errors import ModelError
 from sandfleet.fleet.pod_index import PodIndex
 from sandfleet.fleet.resources import PlatformDefaults
 from sandfleet.operator.agent_driver import agent_config
