@@ -265,8 +265,8 @@ class OpenAIChatModel(ChatCompletionsMessages):
             )
         return (
             f"the model endpoint {self._endpoint} timed out: no answer within "
-            f"{self._limit('read')}, the request timeout (raise it with --request-timeout or "
-            "SANDFLEET_REQUEST_TIMEOUT)"
+            f"{self._limit('read')}, the request timeout (raise it with "
+            "--request-timeout-seconds or SANDFLEET_REQUEST_TIMEOUT_SECONDS)"
         )
 
     def _unreachable(self, error: openai.APIConnectionError) -> str:

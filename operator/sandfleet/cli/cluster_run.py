@@ -3,7 +3,7 @@
 The operator runs the agent loop; the CLI creates the session, prints its progress from a
 watch (phase changes and turns, to stderr), and reports the outcome with the same stop
 reasons and exit codes as the local backend. A finished session stays for
---ttl seconds (so `kubectl get sbx` and `sandfleet trajectory NAME` find it) unless --rm;
+--ttl-seconds (so `kubectl get sbx` and `sandfleet trajectory NAME` find it) unless --rm;
 Ctrl-C deletes it at once, which cancels the loop and reclaims the sandbox.
 """
 
@@ -87,7 +87,7 @@ def session_for_task(
         template=settings.template,
         pool=settings.pool,
         paths=spec.paths,
-        ttl_seconds_after_finished=settings.session_ttl_s,
+        ttl_seconds_after_finished=settings.ttl_seconds,
     )
     return session_body(session, generate_name=generate_name_for(spec.task.id))
 
@@ -217,7 +217,7 @@ class ClusterRun:
 
         try:
             config = await asyncio.to_thread(
-                KubeConfig.load, self.settings.kubeconfig, self.settings.kube_context
+                KubeConfig.load, self.settings.kubeconfig, self.settings.context
             )
         except SandfleetError as error:
             return failure(RunFailure.INVALID_TASK, str(error))
@@ -335,7 +335,7 @@ def cluster_run_command(
     print_run_summary(console, outcome)
     if run.session is not None:
         console.print(
-            _session_line(run.session, outcome, remove=remove, ttl_s=settings.session_ttl_s)
+            _session_line(run.session, outcome, remove=remove, ttl_s=settings.ttl_seconds)
         )
     return outcome.exit_code
 

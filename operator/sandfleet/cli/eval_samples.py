@@ -172,7 +172,7 @@ async def _delete_session(settings: Settings, namespace: str, name: str) -> None
 
     try:
         kube_config = await asyncio.to_thread(
-            KubeConfig.load, settings.kubeconfig, settings.kube_context
+            KubeConfig.load, settings.kubeconfig, settings.context
         )
         async with KubeClient(kube_config) as kube:
             await SessionClient(kube, namespace).delete(name)

@@ -16,6 +16,7 @@ import sandfleet
 from sandfleet.cli.arg_parser import SuggestingParser
 from sandfleet.cli.consoles import error_console, output_console
 from sandfleet.cli.failures import exit_for
+from sandfleet.cli.renamed_flags import RenamedFlag, flag_notices
 from sandfleet.cli.results import PRIVATE_UMASK, ExitCode
 from sandfleet.cli.settings_command import resolve_from_arguments
 from sandfleet.logs import configure_logging, get_logger
@@ -41,11 +42,11 @@ Run LLM agents inside lightweight local sandboxes.
 
 _SETTINGS_EPILOG = """\
 settings: flags > SANDFLEET_<FLAG> environment variables named after the flags (--max-turns
-is SANDFLEET_MAX_TURNS, --tool-timeout SANDFLEET_TOOL_TIMEOUT) > config file (--config,
-SANDFLEET_CONFIG or ~/.config/sandfleet/config.toml, keys named like the flags: model,
-base_url, tool_timeout, ...) > defaults; `sandfleet config` shows the result. The API key is
-read from the variable --api-key-env names (OPENAI_API_KEY); without one, a --base-url
-endpoint gets the placeholder key EMPTY, and the OpenAI API itself is refused (exit 2).
+is SANDFLEET_MAX_TURNS, --tool-timeout-seconds SANDFLEET_TOOL_TIMEOUT_SECONDS) > config file
+(--config, SANDFLEET_CONFIG or ~/.config/sandfleet/config.toml, keys named like the flags:
+model, base_url, tool_timeout_seconds, ...) > defaults; `sandfleet config` shows the result.
+The API key is read from the variable --api-key-env names (OPENAI_API_KEY); without one, a
+--base-url endpoint gets the placeholder key EMPTY, and the OpenAI API itself is refused (exit 2).
 """
 
 _EXIT_CODES = """\
@@ -80,7 +81,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except SettingsError as error:
         errors.print(Text.assemble(("error: ", "red"), str(error)))
         return ExitCode.USAGE
-    for notice in resolved.notices:
+    for notice in [*flag_notices(args), *resolved.notices]:
         errors.print(Text.assemble(("warning: ", "yellow"), notice))
     settings = resolved.settings
     json_logs = settings.log_format == "json" or bool(settings.log_json)
@@ -311,8 +312,10 @@ def _sandbox_options() -> SuggestingParser:
         "sandbox sees the host's system files and none of its data otherwise)",
     )
     group.add_argument(
+        "--tool-timeout-seconds",
         "--tool-timeout",
-        dest="tool_timeout_s",
+        dest="tool_timeout_seconds",
+        action=RenamedFlag,
         type=float,
         metavar="SECONDS",
         help="timeout of one execute_bash call (default 120)",
@@ -378,8 +381,10 @@ def _agent_options() -> SuggestingParser:
         help="replies in a row without a tool call before the run stops (default 3)",
     )  # fmt: skip
     model.add_argument(
+        "--request-timeout-seconds",
         "--request-timeout",
-        dest="request_timeout_s",
+        dest="request_timeout_seconds",
+        action=RenamedFlag,
         type=float,
         metavar="SECONDS",
         help="timeout of one model request (default 600)",

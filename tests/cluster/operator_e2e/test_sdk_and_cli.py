@@ -128,7 +128,7 @@ async def test_run_on_kubernetes_exits_like_the_local_backend_and_keeps_the_sess
     async with ScriptedOpenAIServer([Reply(tool_calls=[bash("true")])] * 9) as model:
         result = await run_cli(
             *cli_args(cluster_under_test, namespace, model),
-            "Never finishes.", "--json", "--ttl", "600",
+            "Never finishes.", "--json", "--ttl-seconds", "600",
             env=cli_environment(tmp_path / "home"), cwd=tmp_path,
         )  # fmt: skip
 
