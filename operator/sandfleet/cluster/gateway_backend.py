@@ -139,7 +139,7 @@ class GatewayBackend:
                 self.request.namespace or target.namespace, name, timeout_s
             )
         client = connect_runtime(target, info)
-        paths = self.request.paths or default_paths(info.working_dir or None)
+        paths = self.request.paths or default_paths(info.workdir or None)
         return OpenedSandbox(client=client, paths=paths, close=client.close, details=info)
 
     async def target(self) -> GatewayTarget:
@@ -167,7 +167,7 @@ class GatewayBackend:
                 # Shielded: a cancelled caller must not leave the session (and its pod) behind.
                 await asyncio.shield(shared.release(info))
 
-        paths = self.request.paths or default_paths(info.working_dir or None)
+        paths = self.request.paths or default_paths(info.workdir or None)
         log.info("gateway_sandbox_ready", session=info.session, pod=info.pod, warm=info.warm)
         return OpenedSandbox(client=client, paths=paths, close=close, details=info)
 

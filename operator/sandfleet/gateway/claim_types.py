@@ -55,7 +55,7 @@ class Claimed:
     address: str
     """The runtime's host:port (the pod IP), where the proxy sends this session's calls."""
     warm: bool
-    working_dir: str
+    workdir: str
 
 
 class ClaimFailure(enum.Enum):

@@ -351,7 +351,7 @@ class Claimer:
             await sessions.delete(created.name)
             raise
         log.info("cold_claim", session=created.reference, pod=claimed.pod)
-        return dataclasses.replace(claimed, working_dir=workdir)
+        return dataclasses.replace(claimed, workdir=workdir)
 
     async def _until_ready(
         self, sessions: SessionClient, since: SessionState, timeout_s: float

@@ -82,7 +82,7 @@ def sandbox_message(claimed: Claimed) -> gateway_pb.ClaimedSandbox:
         token=claimed.token,
         pod=claimed.pod,
         warm=claimed.warm,
-        working_dir=claimed.working_dir,
+        working_dir=claimed.workdir,
     )
 
 

@@ -241,12 +241,12 @@ async def test_an_empty_pool_or_a_template_gives_a_cold_session_and_a_missing_on
 
     assert not from_pool.warm and not from_template.warm
     assert (await run(from_pool, "echo $X")).strip() == "cold"
-    assert from_template.working_dir == "/tmp"
+    assert from_template.workdir == "/tmp"
     assert (await run(from_template, "cat /tmp/note.txt")) == "cold file"
     assert [f.failure for f in failures] == [ClaimFailure.NOT_FOUND, ClaimFailure.NOT_FOUND]
     assert "no-such-pool" in str(failures[0]) and "no-such-template" in str(failures[1])
     connected = await claimer.connect(namespace, from_template.name, 10)
-    assert (connected.token, connected.working_dir) == (from_template.token, "/tmp")
+    assert (connected.token, connected.workdir) == (from_template.token, "/tmp")
     with pytest.raises(ClaimError) as gone:
         await claimer.connect(namespace, "no-such-session", 1)
     assert gone.value.failure is ClaimFailure.NOT_FOUND
