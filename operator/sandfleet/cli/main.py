@@ -312,14 +312,10 @@ def _sandbox_options() -> SuggestingParser:
         "sandbox sees the host's system files and none of its data otherwise)",
     )
     group.add_argument(
-        "--tool-timeout-seconds",
-        "--tool-timeout",
-        dest="tool_timeout_seconds",
-        action=RenamedFlag,
-        type=float,
-        metavar="SECONDS",
+        "--tool-timeout-seconds", "--tool-timeout", dest="tool_timeout_seconds",
+        action=RenamedFlag, type=float, metavar="SECONDS",
         help="timeout of one execute_bash call (default 120)",
-    )
+    )  # fmt: skip
     return options
 
 
@@ -381,14 +377,10 @@ def _agent_options() -> SuggestingParser:
         help="replies in a row without a tool call before the run stops (default 3)",
     )  # fmt: skip
     model.add_argument(
-        "--request-timeout-seconds",
-        "--request-timeout",
-        dest="request_timeout_seconds",
-        action=RenamedFlag,
-        type=float,
-        metavar="SECONDS",
+        "--request-timeout-seconds", "--request-timeout", dest="request_timeout_seconds",
+        action=RenamedFlag, type=float, metavar="SECONDS",
         help="timeout of one model request (default 600)",
-    )
+    )  # fmt: skip
     model.add_argument(
         "--max-retries",
         dest="max_retries",
