@@ -13,6 +13,7 @@ import pytest
 
 from sandfleet_runtime.stats import (
     ActivityClock,
+    ProcessTree,
     StatsSnapshot,
     collect_stats,
     read_cgroup_memory,
@@ -40,6 +41,19 @@ def wait_for_process_count(root_pid: int, expected: int) -> StatsSnapshot:
         snapshot = collect_stats(activity, cgroup_memory=no_cgroup, root_pid=root_pid)
         if snapshot.process_count == expected or time.monotonic() > deadline:
             return snapshot
+        time.sleep(0.01)  # poll interval, not a wait for state
+
+
+def settled_tree(root_pid: int, expected: int) -> tuple[StatsSnapshot, ProcessTree]:
+    """A snapshot of `expected` processes and a scan that agrees with it on memory: a child
+    forked but not yet exec'd into `sleep` still changes size between two scans (seen on a
+    loaded machine), so poll, with a deadline, until two scans agree."""
+    deadline = time.monotonic() + 10
+    while True:
+        snapshot = wait_for_process_count(root_pid, expected)
+        tree = scan_process_tree(root_pid)
+        if tree.rss_bytes == snapshot.memory_current_bytes or time.monotonic() > deadline:
+            return snapshot, tree
         time.sleep(0.01)  # poll interval, not a wait for state
 
 
@@ -93,10 +107,9 @@ def test_the_cgroup_hook_overrides_memory_figures() -> None:
 def test_child_processes_are_counted_and_their_memory_summed(
     shell_with_two_sleeps: subprocess.Popen[bytes],
 ) -> None:
-    snapshot = wait_for_process_count(shell_with_two_sleeps.pid, 3)  # bash + two sleeps
+    snapshot, tree = settled_tree(shell_with_two_sleeps.pid, 3)  # bash + two sleeps
     assert snapshot.process_count == 3
     assert snapshot.memory_source == "proc"
-    tree = scan_process_tree(shell_with_two_sleeps.pid)
     assert tree.pids[0] == shell_with_two_sleeps.pid
     assert snapshot.memory_current_bytes == tree.rss_bytes > tree.root_rss_bytes > 0
     assert snapshot.memory_peak_bytes >= snapshot.memory_current_bytes
