@@ -18,11 +18,11 @@ import pytest
 
 from sandfleet.api import EgressMode, PodTemplate
 from sandfleet.client import RuntimeClient
+from sandfleet.fleet.claim_patches import claim_patch
 from sandfleet.fleet.naming import label_value, pool_token_secret_name, token_secret_name
 from sandfleet.fleet.resources import (
     ObjectRef,
     PlatformDefaults,
-    claim_patch,
     owner_reference,
     pool_pod,
     pool_token_secret,

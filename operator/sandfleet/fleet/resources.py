@@ -1,4 +1,6 @@
-"""Pure builders of the objects the operator creates: sandbox pods, token Secrets, NetworkPolicies.
+"""Pure builders of the objects the operator creates: sandbox pods and token Secrets (the
+patches that claim and adopt a pool pod: fleet.claim_patches; NetworkPolicies: the operator's
+network_policies).
 
 No I/O: typed inputs in, plain JSON-ready dicts out (a fresh dict on every call, safe to edit).
 Security properties of a sandbox live here in one place, each with the reason it exists:
@@ -9,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import datetime as dt
 import hashlib
 import json
 from collections.abc import Mapping
@@ -27,7 +28,6 @@ from sandfleet.api import (
     PodState,
     PodTemplate,
 )
-from sandfleet.fleet.conditions import rfc3339
 from sandfleet.fleet.naming import (
     label_value,
     pool_pod_generate_name,
@@ -356,57 +356,6 @@ def pool_pod(
         "metadata": metadata,
         "spec": _pod_spec(pod, token_secret, defaults),
     }
-
-
-def claim_patch(session: ObjectRef, pod_resource_version: str, now: dt.datetime) -> dict[str, Any]:
-    """A merge patch that hands an idle pool pod to `session`, at most once.
-
-    It carries the resourceVersion the pod was read at, so the API server answers 409 when
-    anyone changed the pod since (another claim above all): two sessions never get one pod.
-    The session replaces the pool as the controlling owner (a merge patch replaces lists
-    whole), so the pod goes with the session, not the pool; the pool label stays.
-    """
-    return {
-        "metadata": {
-            "resourceVersion": pod_resource_version,
-            "labels": {
-                Label.STATE.value: PodState.CLAIMED.value,
-                Label.SESSION.value: label_value(session.name),
-            },
-            "annotations": {Annotation.CLAIMED_AT.value: rfc3339(now)},
-            "ownerReferences": [owner_reference(session)],
-        }
-    }
-
-
-def gateway_claim_patch(
-    session: str, pod_resource_version: str, now: dt.datetime, replica: str
-) -> dict[str, Any]:
-    """The gateway's merge patch that hands an idle pool pod to the session it will create.
-
-    Conditional on the resourceVersion like `claim_patch`, so the gateway's replicas and the
-    operator never share a pod. The session does not exist yet (it is created after the
-    bind), so there is no uid to own the pod: the pool stays its owner until the operator
-    adopts it, and the labels and annotations say whose it is meanwhile.
-    """
-    return {
-        "metadata": {
-            "resourceVersion": pod_resource_version,
-            "labels": {
-                Label.STATE.value: PodState.CLAIMED.value,
-                Label.SESSION.value: label_value(session),
-            },
-            "annotations": {
-                Annotation.CLAIMED_AT.value: rfc3339(now),
-                Annotation.CLAIMED_BY.value: replica,
-            },
-        }
-    }
-
-
-def adoption_patch(session: ObjectRef) -> dict[str, Any]:
-    """Makes a gateway-claimed pod the session's: it goes with the session from now on."""
-    return {"metadata": {"ownerReferences": [owner_reference(session)]}}
 
 
 def token_secret(

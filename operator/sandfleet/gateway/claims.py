@@ -28,10 +28,10 @@ from sandfleet.api import (
 )
 from sandfleet.client import RuntimeClient
 from sandfleet.errors import SandfleetError
+from sandfleet.fleet.claim_patches import gateway_claim_patch
 from sandfleet.fleet.manifests import ManifestError, raw_session_spec, session_body
 from sandfleet.fleet.plans import PlanError, pool_pod_template, read_pool, read_template
 from sandfleet.fleet.pod_index import Pod, pod_ip
-from sandfleet.fleet.resources import gateway_claim_patch
 from sandfleet.fleet.sessions import SessionClient, SessionGoneError, SessionWaitTimeoutError
 from sandfleet.fleet.status import SessionState
 from sandfleet.gateway.claim_ids import (

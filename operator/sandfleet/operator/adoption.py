@@ -19,10 +19,11 @@ from sandfleet.api import (
     Reason,
     derive_session_token,
 )
+from sandfleet.fleet.claim_patches import adoption_patch
 from sandfleet.fleet.naming import label_value
 from sandfleet.fleet.plans import PlanError
 from sandfleet.fleet.pod_index import Pod
-from sandfleet.fleet.resources import ObjectRef, adoption_patch
+from sandfleet.fleet.resources import ObjectRef
 from sandfleet.kube import KubeClient, NotFoundError, resource_path
 from sandfleet.logs import get_logger
 from sandfleet.operator.context import OperatorContext

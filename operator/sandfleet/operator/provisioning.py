@@ -14,12 +14,12 @@ import time
 from typing import Any
 
 from sandfleet.api import TOKEN_SECRET_KEY, EgressMode, PodTemplate, Reason
+from sandfleet.fleet.claim_patches import claim_patch
 from sandfleet.fleet.naming import bounded_name, token_secret_name
 from sandfleet.fleet.plans import PlanError
 from sandfleet.fleet.pod_index import Pod
 from sandfleet.fleet.resources import (
     ObjectRef,
-    claim_patch,
     resolve_pod_template,
     session_pod,
     session_token_secret,

@@ -17,7 +17,7 @@ import pytest
 from sandfleet.api import EgressMode, LifecycleSpec, derive_session_token
 from sandfleet.client import RuntimeClient
 from sandfleet.errors import SandboxLostError
-from sandfleet.fleet.resources import gateway_claim_patch
+from sandfleet.fleet.claim_patches import gateway_claim_patch
 from sandfleet.gateway.claim_types import Claimed, ClaimError, ClaimFailure, ClaimSpec
 from sandfleet.gateway.claims import Claimer
 from tests.cluster.gateway.conftest import ORPHAN_CLAIM_GRACE_S, MakeClaimer

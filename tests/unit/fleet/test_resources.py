@@ -17,14 +17,12 @@ import pytest
 import yaml
 
 from sandfleet.api import EgressMode, PodTemplate
+from sandfleet.fleet.claim_patches import adoption_patch, claim_patch, gateway_claim_patch
 from sandfleet.fleet.naming import label_value
 from sandfleet.fleet.resources import (
     ObjectRef,
     PlatformDefaults,
     ResolvedPod,
-    adoption_patch,
-    claim_patch,
-    gateway_claim_patch,
     owner_reference,
     pool_pod,
     pool_token_secret,
