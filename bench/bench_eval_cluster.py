@@ -5,7 +5,7 @@ test cluster, with the real operator and a zero-latency model: the cluster side 
     .venv/bin/python -m bench.bench_eval_cluster -c 16 --json bench-eval-cluster.json
     .venv/bin/python -m bench.bench_eval_cluster --problems 8 -c 4  # a quick smoke run
 
-Needs the local test cluster already running (`python -m tests.cluster.cluster up`, after
+Needs the local test cluster already running (`python -m tests.cluster.harness.cluster up`, after
 `bash tests/cluster/setup.sh` built the images); it is used as it is and left running. The
 sandbox image setup.sh last built is imported into the node if it is missing, as the cluster
 tests do. The bench makes a fresh sf-bench-eval-* namespace and starts the operator as its
@@ -52,9 +52,9 @@ from bench.operator_bench.namespaces import create_namespace, new_name, strip_fi
 from sandfleet.api import API_VERSION, SESSION_PLURAL
 from sandfleet.kube import KubeClient, KubeConfig, NotFoundError, resource_path
 from sandfleet.logs import configure_logging
-from tests.cluster import cluster
-from tests.cluster.kube_api import KubeApi
-from tests.cluster.operator_harness import leftovers
+from tests.cluster.harness import cluster
+from tests.cluster.harness.kube_api import KubeApi
+from tests.cluster.harness.operator_harness import leftovers
 from tests.support.scripted_openai import ScriptedOpenAIServer
 
 T = TypeVar("T")

@@ -6,7 +6,7 @@
     .venv/bin/python -m bench.bench_operator --rounds calls profile   # where the time goes
 
 Rounds (each in a fresh sf-bench-* namespace, with an operator of its own serving only it,
-started like tests/cluster/operator_harness.py does: CRDs, RBAC, its ServiceAccount token):
+started like tests/cluster/harness/operator_harness.py does: CRDs, RBAC, its ServiceAccount token):
   scale    N raw SandboxSessions (no env/files: Ready comes from the pod, which kwok fakes)
            from a SandboxTemplate that targets kwok fake nodes, created with many requests
            in flight. Client-side watch stamps: sessions/s to pod scheduled (spec.nodeName)
@@ -48,9 +48,9 @@ from bench.operator_bench.report import markdown_table, print_table
 from bench.operator_bench.scale import ScaleOptions, scale_round
 from sandfleet.kube import KubeClient, KubeConfig
 from sandfleet.logs import configure_logging
-from tests.cluster import cluster
-from tests.cluster.kube_api import KubeApi
-from tests.cluster.operator_harness import install_api
+from tests.cluster.harness import cluster
+from tests.cluster.harness.kube_api import KubeApi
+from tests.cluster.harness.operator_harness import install_api
 
 RESULTS_DIR = Path.home() / ".cache" / "sandfleet" / "bench"
 ROUNDS = ("scale", "claims", "calls", "profile", "memory")

@@ -24,9 +24,9 @@ from bench.operator_bench.namespaces import (
 )
 from sandfleet.api import API_VERSION, POOL_PLURAL
 from sandfleet.kube import KubeClient, KubeConfig, resource_path
-from tests.cluster.gateway_clients import tenant_token
-from tests.cluster.kube_api import KubeApi
-from tests.cluster.operator_harness import (
+from tests.cluster.harness.gateway_clients import tenant_token
+from tests.cluster.harness.kube_api import KubeApi
+from tests.cluster.harness.operator_harness import (
     OPERATOR_NAMESPACE,
     install_api,
     metrics_reader_token,

@@ -12,7 +12,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tests.cluster.operator_harness import free_port
+from tests.cluster.harness.operator_harness import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,7 +23,7 @@ class GatewayProcess:
         self.http_port = free_port()
         self.log_path = workdir / "gateway.log"
         self.metrics_token = ""
-        """A token allowed `get` on /metrics (tests.cluster.operator_harness)."""
+        """A token allowed `get` on /metrics (tests.cluster.harness.operator_harness)."""
         self._env = {
             **os.environ,
             "SANDFLEET_GATEWAY_KUBECONFIG": str(kubeconfig),

@@ -9,7 +9,7 @@ import os
 import time
 from pathlib import Path
 
-from tests.cluster.layout import Layout
+from tests.cluster.harness.layout import Layout
 
 CLUSTER_PROCESSES = (
     "kube-apiserver", "etcd", "kube-scheduler", "kube-controller-manager", "kwok", "kubelet",

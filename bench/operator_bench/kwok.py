@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from sandfleet.kube import KubeClient, resource_path
-from tests.cluster.layout import KWOK_NODE_ANNOTATION
+from tests.cluster.harness.layout import KWOK_NODE_ANNOTATION
 
 NODE_LABEL = "sandfleet.dev/bench-node"
 NODE_LABEL_VALUE = "kwok"

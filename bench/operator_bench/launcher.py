@@ -20,10 +20,10 @@ import yaml
 
 from bench.operator_bench import memory_trace
 from bench.operator_bench.memory_trace import SNAPSHOT_DIR_ENV
-from tests.cluster import cluster
-from tests.cluster.kube_api import KubeApi
-from tests.cluster.layout import Image, Layout
-from tests.cluster.operator_harness import (
+from tests.cluster.harness import cluster
+from tests.cluster.harness.kube_api import KubeApi
+from tests.cluster.harness.layout import Image, Layout
+from tests.cluster.harness.operator_harness import (
     OperatorProcess,
     install_api,
     metrics_reader_token,
@@ -38,7 +38,7 @@ def running_cluster() -> tuple[Layout, Path, dict[str, Image]]:
     kubeconfig = cluster.running_kubeconfig(layout)
     if kubeconfig is None:
         raise SystemExit(
-            "the local test cluster is not running (python -m tests.cluster.cluster up)"
+            "the local test cluster is not running (python -m tests.cluster.harness.cluster up)"
         )
     images = layout.read_images()
     if "runtime" not in images:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 
 class SandfleetError(Exception):
     """Root of every error Sandfleet raises on purpose."""
@@ -24,8 +26,14 @@ class ToolError(SandfleetError):
         """The gRPC status name the runtime answered with (e.g. NOT_FOUND)."""
 
 
-class ModelEndpointError(SandfleetError):
-    """The model endpoint failed after the SDK's retries, or rejected the request."""
+class ModelError(SandfleetError):
+    """The model endpoint failed after retries or rejected the request; a run stops with
+    model_error. (ModelEndpointError was this concept's second name: a deprecated alias.)"""
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        """HTTP status of the last failed attempt; None for connection errors and timeouts."""
 
 
 class SandboxStartError(SandfleetError):
@@ -55,9 +63,33 @@ class GatewayAuthError(GatewayError):
 
 
 class QuotaExceededError(GatewayError):
-    """The namespace already has as many sessions as the gateway's quota allows."""
+    """The namespace already has as many sessions as the gateway's quota allows
+    (RESOURCE_EXHAUSTED): raised by the gateway's quotas, and by the gateway client when the
+    gateway answers with it. One class for both sides: it is one concept."""
+
+    def __init__(
+        self, message: str, *, code: str = "RESOURCE_EXHAUSTED", namespace: str = ""
+    ) -> None:
+        super().__init__(message, code=code)
+        self.namespace = namespace
+        """The namespace whose quota is full ("" when the answer did not say)."""
 
 
 class GatewayStartError(GatewayError, SandboxStartError):
     """The gateway could not start the sandboxes in time (UNAVAILABLE); a SandboxStartError
     too, so callers that handle start failures handle this one."""
+
+
+_DEPRECATED_NAMES = {"ModelEndpointError": "ModelError"}
+"""Old class names that still resolve, with a DeprecationWarning: old name -> new name."""
+
+
+def __getattr__(name: str) -> type[SandfleetError]:
+    if name in _DEPRECATED_NAMES:
+        new = _DEPRECATED_NAMES[name]
+        warnings.warn(
+            f"sandfleet.errors.{name} is deprecated: use {new}", DeprecationWarning, stacklevel=2
+        )
+        found: type[SandfleetError] = globals()[new]
+        return found
+    raise AttributeError(f"module 'sandfleet.errors' has no attribute {name!r}")

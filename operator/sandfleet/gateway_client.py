@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Self, TypeVar
@@ -51,7 +52,18 @@ class GatewaySandboxInfo:
     pod: str
     warm: bool
     """Claimed from a pool's idle sandboxes (False: started cold)."""
-    working_dir: str
+    workdir: str
+    """The sandbox's working directory (the pod's workdir; `working_dir` on the wire)."""
+
+    @property
+    def working_dir(self) -> str:
+        """Deprecated: `workdir` (one spelling in code, issue #21)."""
+        warnings.warn(
+            "GatewaySandboxInfo.working_dir is deprecated: use workdir",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.workdir
 
     @property
     def session(self) -> str:
@@ -66,7 +78,7 @@ class GatewaySandboxInfo:
             token=message.token,
             pod=message.pod,
             warm=message.warm,
-            working_dir=message.working_dir,
+            workdir=message.working_dir,
         )
 
 

@@ -20,7 +20,7 @@ from sandfleet.sandbox_core import SandboxCore, SandboxOpener, close_all
 if TYPE_CHECKING:
     from sandfleet.api import EgressMode, LifecycleSpec, PodTemplate
     from sandfleet.cluster.gateway_backend import GatewayBackend
-    from sandfleet.cluster.status import SessionState
+    from sandfleet.fleet.status import SessionState
     from sandfleet.gateway_client import GatewaySandboxInfo
     from sandfleet.kube import KubeClient
     from sandfleet.local import LocalSandboxConfig

@@ -1,10 +1,11 @@
 """What the CLI's settings are called outside Python: flag, SANDFLEET_* variable, config key.
 
-One public name per setting, the flag's: `--tool-timeout` is SANDFLEET_TOOL_TIMEOUT and the
-config key `tool_timeout`. A few fields carry a unit or a longer name in code
-(`tool_timeout_s`); their old spellings still work as deprecated aliases, with a warning.
-Names nobody reads are reported with the closest known one (difflib), never silently dropped.
-Pure: callers pass the environment or the config file's table and print the notices.
+One public name per setting, its field's: `tool_timeout_seconds` is --tool-timeout-seconds,
+SANDFLEET_TOOL_TIMEOUT_SECONDS and the config key `tool_timeout_seconds`. Durations say
+`seconds`, as Kubernetes fields do (docs/architecture.md, "Names"). Names a setting had before
+still work as deprecated aliases, with a warning. Names nobody reads are reported with the
+closest known one (difflib), never silently dropped. Pure: callers pass the environment or the
+config file's table and print the notices.
 """
 
 from __future__ import annotations
@@ -16,13 +17,17 @@ from typing import Any
 
 ENV_PREFIX = "SANDFLEET_"
 
-PUBLIC_NAMES: Mapping[str, str] = {
-    "tool_timeout_s": "tool_timeout",
-    "request_timeout_s": "request_timeout",
-    "session_ttl_s": "ttl",
+DEPRECATED_NAMES: Mapping[str, str] = {
+    "tool_timeout": "tool_timeout_seconds",
+    "tool_timeout_s": "tool_timeout_seconds",
+    "request_timeout": "request_timeout_seconds",
+    "request_timeout_s": "request_timeout_seconds",
+    "ttl": "ttl_seconds",
+    "session_ttl_s": "ttl_seconds",
     "kube_context": "context",
 }
-"""Settings fields whose flag is not --<field-name>: field -> the flag's name (snake_case)."""
+"""Old public names (snake_case, as config keys; the variables and flags follow) -> the
+settings field that took their place."""
 
 VARIABLES_READ_ELSEWHERE = frozenset(
     {
@@ -43,18 +48,20 @@ OTHER_COMPONENT_PREFIXES = (
 settings classes check them."""
 
 
-def public_name(field: str) -> str:
-    """The flag's name of a settings field, snake_case (`tool_timeout_s` -> `tool_timeout`)."""
-    return PUBLIC_NAMES.get(field, field)
-
-
 def env_name(field: str) -> str:
-    """The SANDFLEET_* variable of a settings field (`tool_timeout_s` -> SANDFLEET_TOOL_TIMEOUT)."""
-    return ENV_PREFIX + public_name(field).upper()
+    """The SANDFLEET_* variable of a settings field (`ttl_seconds` -> SANDFLEET_TTL_SECONDS)."""
+    return ENV_PREFIX + field.upper()
 
 
 def flag_name(field: str) -> str:
-    return "--" + public_name(field).replace("_", "-")
+    """The flag of a settings field (`ttl_seconds` -> --ttl-seconds)."""
+    return "--" + field.replace("_", "-")
+
+
+def deprecated_names(fields: Iterable[str]) -> dict[str, str]:
+    """Old name -> field, for the old names of `fields`."""
+    wanted = set(fields)
+    return {old: field for old, field in DEPRECATED_NAMES.items() if field in wanted}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -82,7 +89,7 @@ def environment_values(
     also_read = set(read_elsewhere)
     canonical = {env_name(field): field for field in fields}
     deprecated = {
-        ENV_PREFIX + field.upper(): field for field in fields if public_name(field) != field
+        ENV_PREFIX + old.upper(): field for old, field in deprecated_names(fields).items()
     }
     result = NamedValues({}, {}, [], [])
     for name in sorted(environ):
@@ -109,18 +116,19 @@ def environment_values(
 def config_values(table: Mapping[str, Any], fields: Iterable[str], *, where: str) -> NamedValues:
     """The settings a config file's top-level table sets; `where` names the file in notices."""
     fields = tuple(fields)
-    canonical = {public_name(field): field for field in fields}
-    deprecated = {field: field for field in fields if public_name(field) != field}
+    canonical = {field: field for field in fields}
+    deprecated = deprecated_names(fields)
     result = NamedValues({}, {}, [], [])
     for key, value in table.items():
         if key in canonical:
             result.values[canonical[key]] = value
             result.sources[canonical[key]] = key
         elif key in deprecated:
-            result.notices.append(f"{where}: the key {key} is deprecated: use {public_name(key)}")
-            if public_name(key) not in table:
-                result.values[key] = value
-                result.sources[key] = key
+            field = deprecated[key]
+            result.notices.append(f"{where}: the key {key} is deprecated: use {field}")
+            if field not in table:
+                result.values[field] = value
+                result.sources[field] = key
         elif key == "api_key":
             result.unknown.append(key)
             result.notices.append(

@@ -1,7 +1,8 @@
 """The CLI's one settings object: flags > environment (SANDFLEET_*) > config file > defaults.
 
-Every setting has one public name, its flag's (sandfleet.setting_names): `--tool-timeout` is
-SANDFLEET_TOOL_TIMEOUT and the config key `tool_timeout`. `resolve_settings` stacks the
+Every setting has one public name, its field's (sandfleet.setting_names):
+`tool_timeout_seconds` is --tool-timeout-seconds, SANDFLEET_TOOL_TIMEOUT_SECONDS and the
+config key `tool_timeout_seconds`. `resolve_settings` stacks the
 layers, remembers which one set each value (`sandfleet config`) and collects warnings about
 names nobody reads; the CLI and tests pass their own environment.
 """
@@ -34,7 +35,6 @@ from sandfleet.setting_names import (
     env_name,
     environment_values,
     flag_name,
-    public_name,
 )
 
 CONFIG_ENV_VAR = "SANDFLEET_CONFIG"
@@ -91,8 +91,8 @@ class Settings(BaseSettings):
     max_nudges: int = Field(default=3, ge=0)
     """Replies in a row without a tool call that get a nudge before the run stops
     (stop reason no_tool_call)."""
-    tool_timeout_s: float = Field(default=120.0, gt=0)
-    request_timeout_s: float = Field(default=600.0, gt=0)
+    tool_timeout_seconds: float = Field(default=120.0, gt=0)
+    request_timeout_seconds: float = Field(default=600.0, gt=0)
     max_retries: int = Field(default=2, ge=0)
     """Retries of one model request (429/5xx/connection errors), done by the openai SDK."""
     results_dir: Path = Path("sandfleet-results")
@@ -128,7 +128,7 @@ class Settings(BaseSettings):
     """Kubernetes namespace of the sessions; None: the kubeconfig context's namespace."""
     kubeconfig: Path | None = None
     """Kubeconfig file; None: $KUBECONFIG, then ~/.kube/config, then the in-cluster account."""
-    kube_context: str | None = None
+    context: str | None = None
     """Kubeconfig context; None: the file's current context."""
     template: str | None = Field(default=None, min_length=1)
     """SandboxTemplate the session's pod is made from (spec.templateRef)."""
@@ -137,7 +137,7 @@ class Settings(BaseSettings):
     api_key_secret: str | None = Field(default=None, pattern=API_KEY_SECRET_PATTERN)
     """Secret holding the model API key, as NAME or NAME:KEY (key default "api-key"). The
     kubernetes backend never sends the local key: the operator reads this Secret."""
-    session_ttl_s: int = Field(default=3600, ge=0)
+    ttl_seconds: int = Field(default=3600, ge=0)
     """A finished session is deleted this long after it ended (ttlSecondsAfterFinished);
     until then `kubectl get sbx` and `sandfleet trajectory NAME` find it."""
     operator_url: str | None = None
@@ -295,7 +295,7 @@ def _file_layer(config_path: Path | None, environ: Mapping[str, str]) -> tuple[P
     if layer.unknown:
         # A typo in a file written on purpose is an error, not a warning: the file is read
         # on every run, so a silently ignored key would stay wrong for good.
-        known = ", ".join(public_name(field) for field in CONFIGURABLE_FIELDS)
+        known = ", ".join(CONFIGURABLE_FIELDS)
         unknown = "; ".join(n for n in layer.notices if "unknown key" in n)
         raise SettingsError(f"{unknown} (known: {known})")
     return path, layer
@@ -306,7 +306,7 @@ def _readable(error: ValidationError, origins: Mapping[str, str]) -> str:
     for issue in error.errors():
         field = str(issue["loc"][0]) if issue["loc"] else ""
         where = origins.get(field, "")
-        shown = flag_name(field) if where == "flag" else public_name(field)
+        shown = flag_name(field) if where == "flag" else field
         if where.startswith("env "):
             shown = where.removeprefix("env ")
         problems.append(f"{shown}: {issue['msg']}")

@@ -27,6 +27,11 @@ from .token_source import (
 )
 
 _PR_SET_PDEATHSIG = 1
+_RENAMED_FLAGS = {
+    "--default-timeout": "--default-timeout-seconds",
+    "--max-timeout": "--max-timeout-seconds",
+}
+"""Old flag -> its name now (durations say seconds: docs/architecture.md); the old still works."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -49,8 +54,16 @@ def _parser() -> argparse.ArgumentParser:
     add("--workdir", type=Path, default=Path.cwd(), help="initial cwd of bash sessions")
     add("--ready-fd", type=int, help="write the bound port to this fd once serving, then close it")
     add("--exit-with-parent", action="store_true", help="die when the parent process dies")
-    add("--default-timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per command")
-    add("--max-timeout", type=float, default=3600.0, help="cap on a requested timeout")
+    add(
+        "--default-timeout-seconds",
+        "--default-timeout",
+        dest="default_timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        help="seconds per command",
+    )
+    add("--max-timeout-seconds", "--max-timeout", dest="max_timeout", type=float,
+        default=3600.0, help="cap in seconds on a requested timeout")  # fmt: skip
     add("--max-output-chars", type=int, default=DEFAULT_MAX_OUTPUT_CHARS, help="kept per stream")
     add("--max-sessions", type=int, default=64)
     add("--max-processes", type=int, help="pids limit for everything the sessions start")
@@ -94,6 +107,11 @@ def _max_upload_bytes(flag: int | None, environ: Mapping[str, str]) -> int:
         ) from None
 
 
+def renamed_flags_used(argv: Sequence[str]) -> list[str]:
+    """The old flag spellings in `argv` (`--max-timeout 5` or `--max-timeout=5`)."""
+    return [old for old in _RENAMED_FLAGS if any(a.split("=")[0] == old for a in argv)]
+
+
 def settings_from(
     argv: Sequence[str], environ: Mapping[str, str]
 ) -> tuple[RuntimeSettings, int | None]:
@@ -103,6 +121,8 @@ def settings_from(
     SANDFLEET_RUNTIME_TOKEN_FILE, SANDFLEET_RUNTIME_TOKEN.
     """
     args = _parser().parse_args(argv)
+    for old in renamed_flags_used(argv):
+        print(f"sandfleet-runtime: {old} is deprecated: use {_RENAMED_FLAGS[old]}", file=sys.stderr)
     token = environ.get(TOKEN_ENV) or None
     token_file = args.token_file or (
         Path(environ[TOKEN_FILE_ENV]) if environ.get(TOKEN_FILE_ENV) else None

@@ -35,7 +35,7 @@ _POLL_S = 0.05
 STAGING_PREFIX = ".sandfleet-restore-"
 
 
-class _Aborted(Exception):
+class _AbortedError(Exception):
     """The other side went away; the worker thread stops."""
 
 
@@ -64,7 +64,7 @@ class _QueueWriter:
             with contextlib.suppress(queue.Full):
                 self._chunks.put(chunk, timeout=_POLL_S)
                 return
-        raise _Aborted
+        raise _AbortedError
 
 
 def _archivable(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
@@ -112,7 +112,7 @@ async def snapshot_tree(root: Path) -> AsyncGenerator[bytes, None]:
     finally:
         stop.set()
         if not worker.done():
-            with contextlib.suppress(_Aborted):
+            with contextlib.suppress(_AbortedError):
                 await worker
 
 
@@ -142,7 +142,7 @@ class _QueueReader:
         while not self._stop.is_set():
             with contextlib.suppress(queue.Empty):
                 return self._chunks.get(timeout=_POLL_S)
-        raise _Aborted
+        raise _AbortedError
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -294,7 +294,7 @@ async def restore_tree(root: Path, chunks: AsyncIterator[bytes]) -> RestoredTree
     finally:
         stop.set()
         if not worker.done():
-            with contextlib.suppress(_Aborted, InvalidArgumentError, OSError):
+            with contextlib.suppress(_AbortedError, InvalidArgumentError, OSError):
                 await worker
         if not swapped:
             await asyncio.to_thread(shutil.rmtree, staging, True)

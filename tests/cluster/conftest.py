@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster import cluster
-from tests.cluster.cluster_access import ClusterUnderTest, unavailable
-from tests.cluster.kube_api import KubeApi
-from tests.cluster.layout import Layout, Ports
+from tests.cluster.harness import cluster
+from tests.cluster.harness.cluster_access import ClusterUnderTest, unavailable
+from tests.cluster.harness.kube_api import KubeApi
+from tests.cluster.harness.layout import Layout, Ports
 
 
 @pytest.fixture(scope="session")
@@ -38,7 +38,7 @@ def cluster_under_test(request: pytest.FixtureRequest) -> Iterator[ClusterUnderT
     layout = Layout.default()
     running = cluster.running_kubeconfig(layout)
     if running is not None:
-        # Started by hand (`python -m tests.cluster.cluster up`): use it, and leave it running.
+        # Started by hand (`python -m tests.cluster.harness.cluster up`): use it, leave it up.
         # setup.sh may have rebuilt the sandbox image since it started: bring that one in.
         cluster.import_missing_images(layout)
         yield ClusterUnderTest(

@@ -259,7 +259,7 @@ import_into_running_cluster() {
   if [ ! -f "$CACHE/run/state.json" ]; then say "no running cluster (up imports the images)"; return; fi
   local python="$REPO/.venv/bin/python"
   [ -x "$python" ] || python=python3
-  (cd "$REPO" && SANDFLEET_CLUSTER_CACHE="$CACHE" "$python" -m tests.cluster.cluster images) \
+  (cd "$REPO" && SANDFLEET_CLUSTER_CACHE="$CACHE" "$python" -m tests.cluster.harness.cluster images) \
     | sed 's/^/[setup] /'
 }
 

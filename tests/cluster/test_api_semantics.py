@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.cluster.kube_api import ApiError, JsonObject, KubeApi, condition_is_true
+from tests.cluster.harness.kube_api import ApiError, JsonObject, KubeApi, condition_is_true
 
 pytestmark = pytest.mark.cluster
 

@@ -17,16 +17,16 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent
 
-from tests.cluster.chart_release import (
+from tests.cluster.harness.chart_release import (
     GATEWAY,
     RELEASE,
     SESSIONS,
     Installation,
     install_values,
 )
-from tests.cluster.gateway_clients import service_address
-from tests.cluster.helm_cli import CHART_DIR, Helm
-from tests.cluster.kube_api import KubeApi
+from tests.cluster.harness.gateway_clients import service_address
+from tests.cluster.harness.helm_cli import CHART_DIR, Helm
+from tests.cluster.harness.kube_api import KubeApi
 from tests.cluster.test_helm_chart import (  # noqa: F401 (module fixtures: one release)
     chart_crds,
     ci_namespaces,

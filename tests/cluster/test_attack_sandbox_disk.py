@@ -15,18 +15,18 @@ import pytest
 from sandfleet.api import Reason
 from sandfleet.client import RuntimeClient
 from sandfleet.errors import ToolError
-from sandfleet.operator.naming import token_secret_name
-from sandfleet.operator.pod_watch import pod_problem
-from sandfleet.operator.resources import (
+from sandfleet.fleet.naming import token_secret_name
+from sandfleet.fleet.resources import (
     ObjectRef,
     PlatformDefaults,
     resolve_pod_template,
     session_pod,
     session_token_secret,
 )
-from tests.cluster.cluster_access import ClusterUnderTest
-from tests.cluster.kube_api import JsonObject, KubeApi
-from tests.cluster.sandbox_pods import RUNTIME_PORT, wait_ready
+from sandfleet.operator.pod_watch import pod_problem
+from tests.cluster.harness.cluster_access import ClusterUnderTest
+from tests.cluster.harness.kube_api import JsonObject, KubeApi
+from tests.cluster.harness.sandbox_pods import RUNTIME_PORT, wait_ready
 
 pytestmark = pytest.mark.cluster
 

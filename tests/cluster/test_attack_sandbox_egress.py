@@ -25,19 +25,19 @@ import pytest
 
 from sandfleet.api import EgressMode
 from sandfleet.client import RuntimeClient
-from sandfleet.operator.naming import label_value, token_secret_name
-from sandfleet.operator.network_policies import session_network_policy
-from sandfleet.operator.resources import (
+from sandfleet.fleet.naming import label_value, token_secret_name
+from sandfleet.fleet.resources import (
     ObjectRef,
     PlatformDefaults,
     resolve_pod_template,
     session_pod,
     session_token_secret,
 )
-from tests.cluster.cluster_access import ClusterUnderTest
-from tests.cluster.kube_api import JsonObject, KubeApi
-from tests.cluster.probe_pods import operator_image, probe_pod
-from tests.cluster.sandbox_pods import RUNTIME_PORT, wait_ready
+from sandfleet.operator.network_policies import session_network_policy
+from tests.cluster.harness.cluster_access import ClusterUnderTest
+from tests.cluster.harness.kube_api import JsonObject, KubeApi
+from tests.cluster.harness.probe_pods import operator_image, probe_pod
+from tests.cluster.harness.sandbox_pods import RUNTIME_PORT, wait_ready
 
 pytestmark = pytest.mark.cluster
 

@@ -12,10 +12,10 @@ import grpc
 import pytest
 
 from sandfleet_proto.runtime.v1 import bash_service_pb2, bash_service_pb2_grpc
-from tests.cluster.cluster_access import ClusterUnderTest
-from tests.cluster.kube_api import KubeApi
-from tests.cluster.probe_pods import operator_image, probe_pod, result_of, run_probe
-from tests.cluster.sandbox_pods import RUNTIME_PORT, runtime_pod, wait_ready
+from tests.cluster.harness.cluster_access import ClusterUnderTest
+from tests.cluster.harness.kube_api import KubeApi
+from tests.cluster.harness.probe_pods import operator_image, probe_pod, result_of, run_probe
+from tests.cluster.harness.sandbox_pods import RUNTIME_PORT, runtime_pod, wait_ready
 
 pytestmark = pytest.mark.cluster
 

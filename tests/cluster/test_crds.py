@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from sandfleet import api
-from tests.cluster.cluster_access import ClusterUnderTest, unavailable
-from tests.cluster.kube_api import JsonObject, KubeApi, condition_is_true
-from tests.cluster.layout import Layout
+from tests.cluster.harness.cluster_access import ClusterUnderTest, unavailable
+from tests.cluster.harness.kube_api import JsonObject, KubeApi, condition_is_true
+from tests.cluster.harness.layout import Layout
 
 pytestmark = pytest.mark.cluster
 

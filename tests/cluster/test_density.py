@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from tests.cluster.cluster_access import ClusterUnderTest
-from tests.cluster.kube_api import JsonObject, KubeApi
-from tests.cluster.measurements import MIB, pod_working_sets, record, used_memory_bytes
-from tests.cluster.sandbox_pods import failure_of, is_ready, runtime_pod
+from tests.cluster.harness.cluster_access import ClusterUnderTest
+from tests.cluster.harness.kube_api import JsonObject, KubeApi
+from tests.cluster.harness.measurements import MIB, pod_working_sets, record, used_memory_bytes
+from tests.cluster.harness.sandbox_pods import failure_of, is_ready, runtime_pod
 from tests.support.stats import percentile
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.cluster_access import ClusterUnderTest
+from tests.cluster.harness.cluster_access import ClusterUnderTest
 from tests.integration.cli.harness import cli_environment, run_cli
 
 pytestmark = pytest.mark.cluster

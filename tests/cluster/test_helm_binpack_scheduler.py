@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.cluster.chart_install import Kubectl, kubectl_binary
-from tests.cluster.cluster_access import ClusterUnderTest, unavailable
-from tests.cluster.helm_cli import CHART_DIR, Helm, helm_binary_path, missing_helm_reason
-from tests.cluster.kube_api import JsonObject, KubeApi
-from tests.cluster.layout import KWOK_NODE_ANNOTATION, Layout
-from tests.cluster.operator_harness import service_account_kubeconfig
+from tests.cluster.harness.chart_install import Kubectl, kubectl_binary
+from tests.cluster.harness.cluster_access import ClusterUnderTest, unavailable
+from tests.cluster.harness.helm_cli import CHART_DIR, Helm, helm_binary_path, missing_helm_reason
+from tests.cluster.harness.kube_api import JsonObject, KubeApi
+from tests.cluster.harness.layout import KWOK_NODE_ANNOTATION, Layout
+from tests.cluster.harness.operator_harness import service_account_kubeconfig
 from tests.cluster.test_kwok_scale import fake_node, schedulable
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

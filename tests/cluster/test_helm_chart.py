@@ -15,7 +15,7 @@ import yaml
 
 from sandfleet import Sandbox
 from sandfleet.errors import SandboxLostError
-from tests.cluster.chart_install import (
+from tests.cluster.harness.chart_install import (
     BRIDGE_HOST,
     SANDBOX_SELECTOR,
     Kubectl,
@@ -28,7 +28,7 @@ from tests.cluster.chart_install import (
     prepare_store_directory,
     values_for_test_cluster,
 )
-from tests.cluster.chart_release import (
+from tests.cluster.harness.chart_release import (
     GATEWAY,
     OPERATOR,
     POOLS,
@@ -46,24 +46,24 @@ from tests.cluster.chart_release import (
     trajectory_cli,
     uninstall_whatever_it_takes,
 )
-from tests.cluster.cluster_access import ClusterUnderTest, unavailable
-from tests.cluster.gateway_clients import (
+from tests.cluster.harness.cluster_access import ClusterUnderTest, unavailable
+from tests.cluster.harness.gateway_clients import (
     run_in_client,
     service_address,
     start_client_pod,
     tenant_claim_script,
     tenant_token,
 )
-from tests.cluster.helm_cli import (
+from tests.cluster.harness.helm_cli import (
     CHART_DIR,
     Helm,
     ci_values_files,
     helm_binary_path,
     missing_helm_reason,
 )
-from tests.cluster.kube_api import JsonObject, KubeApi
-from tests.cluster.layout import Layout
-from tests.cluster.operator_harness import apply_sync, condition, phase_is, wait_session
+from tests.cluster.harness.kube_api import JsonObject, KubeApi
+from tests.cluster.harness.layout import Layout
+from tests.cluster.harness.operator_harness import apply_sync, condition, phase_is, wait_session
 from tests.support.scripted_openai import Reply, ScriptedOpenAIServer, bash, submit
 
 pytestmark = pytest.mark.cluster

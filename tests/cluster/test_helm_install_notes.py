@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.cluster.cluster_access import ClusterUnderTest, unavailable
-from tests.cluster.helm_cli import CHART_DIR, Helm, helm_binary_path, missing_helm_reason
-from tests.cluster.kube_api import KubeApi
+from tests.cluster.harness.cluster_access import ClusterUnderTest, unavailable
+from tests.cluster.harness.helm_cli import CHART_DIR, Helm, helm_binary_path, missing_helm_reason
+from tests.cluster.harness.kube_api import KubeApi
 
 pytestmark = pytest.mark.cluster
 

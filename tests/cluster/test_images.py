@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.cluster_access import ClusterUnderTest
-from tests.cluster.kube_api import KubeApi
-from tests.cluster.probe_pods import operator_image, probe_pod, result_of, run_probe
+from tests.cluster.harness.cluster_access import ClusterUnderTest
+from tests.cluster.harness.kube_api import KubeApi
+from tests.cluster.harness.probe_pods import operator_image, probe_pod, result_of, run_probe
 
 pytestmark = pytest.mark.cluster
 

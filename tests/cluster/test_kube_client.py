@@ -21,8 +21,8 @@ from sandfleet.kube import (
     WatchEvent,
     resource_path,
 )
-from tests.cluster.cluster_access import ClusterUnderTest
-from tests.cluster.kube_tokens import service_account_token, token_kubeconfig
+from tests.cluster.harness.cluster_access import ClusterUnderTest
+from tests.cluster.harness.kube_tokens import service_account_token, token_kubeconfig
 
 pytestmark = pytest.mark.cluster
 

@@ -12,8 +12,8 @@ import pytest
 
 from sandfleet.cluster.gateway_target import resolve_gateway
 from sandfleet.kube import KubeClient, KubeConfig, resource_path
-from tests.cluster.cluster_access import ClusterUnderTest
-from tests.cluster.kube_tokens import service_account_token, token_kubeconfig
+from tests.cluster.harness.cluster_access import ClusterUnderTest
+from tests.cluster.harness.kube_tokens import service_account_token, token_kubeconfig
 from tests.support.kube_exec_plugin import ExecPlugin
 
 pytestmark = pytest.mark.cluster

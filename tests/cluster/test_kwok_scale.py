@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from tests.cluster.cluster_access import ClusterUnderTest, unavailable
-from tests.cluster.kube_api import JsonObject, KubeApi, condition_is_true
-from tests.cluster.layout import KWOK_NODE_ANNOTATION, Layout
-from tests.cluster.measurements import record
+from tests.cluster.harness.cluster_access import ClusterUnderTest, unavailable
+from tests.cluster.harness.kube_api import JsonObject, KubeApi, condition_is_true
+from tests.cluster.harness.layout import KWOK_NODE_ANNOTATION, Layout
+from tests.cluster.harness.measurements import record
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

@@ -18,15 +18,11 @@ import pytest
 
 from sandfleet.api import EgressMode, PodTemplate
 from sandfleet.client import RuntimeClient
-from sandfleet.operator.naming import label_value, pool_token_secret_name, token_secret_name
-from sandfleet.operator.network_policies import (
-    pool_network_policy,
-    session_network_policy,
-)
-from sandfleet.operator.resources import (
+from sandfleet.fleet.claim_patches import claim_patch
+from sandfleet.fleet.naming import label_value, pool_token_secret_name, token_secret_name
+from sandfleet.fleet.resources import (
     ObjectRef,
     PlatformDefaults,
-    claim_patch,
     owner_reference,
     pool_pod,
     pool_token_secret,
@@ -34,10 +30,14 @@ from sandfleet.operator.resources import (
     session_pod,
     session_token_secret,
 )
+from sandfleet.operator.network_policies import (
+    pool_network_policy,
+    session_network_policy,
+)
 from sandfleet_proto.runtime.v1 import bash_service_pb2, bash_service_pb2_grpc
-from tests.cluster.cluster_access import ClusterUnderTest
-from tests.cluster.kube_api import JsonObject, KubeApi
-from tests.cluster.sandbox_pods import RUNTIME_PORT, wait_ready
+from tests.cluster.harness.cluster_access import ClusterUnderTest
+from tests.cluster.harness.kube_api import JsonObject, KubeApi
+from tests.cluster.harness.sandbox_pods import RUNTIME_PORT, wait_ready
 
 pytestmark = pytest.mark.cluster
 

@@ -49,7 +49,7 @@ async def run_with_model(
         "run", task, "--id", task_id,
         "--model", model.model, "--base-url", model.base_url,
         "--results-dir", str(tmp_path / "results"), "--state-dir", str(tmp_path / "state"),
-        "--max-turns", str(max_turns), "--temperature", "0", "--tool-timeout", "60",
+        "--max-turns", str(max_turns), "--temperature", "0", "--tool-timeout-seconds", "60",
     ]  # fmt: skip
     process = await asyncio.create_subprocess_exec(
         *cli_command(*args),

@@ -102,7 +102,7 @@ class ClientGateway:
         return self.server.address
 
     @property
-    def working_dir(self) -> str:
+    def workdir(self) -> str:
         return self.claimer.workdir
 
     @property
@@ -131,7 +131,7 @@ class ClientGateway:
         """A session the gateway did not claim (made with kubectl, say) on that runtime:
         Connect finds it, and the proxy routes to it as if the session index had seen it."""
         address, token = self.runtimes[runtime]
-        claimed = Claimed(NAMESPACE, name, token, f"pod-{name}", address, False, self.working_dir)
+        claimed = Claimed(NAMESPACE, name, token, f"pod-{name}", address, False, self.workdir)
         self.claimer.sessions[(NAMESPACE, name)] = claimed
         self.server.routes.record(claimed)
         return claimed
@@ -139,7 +139,7 @@ class ClientGateway:
 
 @contextlib.asynccontextmanager
 async def client_gateway(
-    runtimes: Sequence[tuple[str, str]], working_dir: str, **settings: Any
+    runtimes: Sequence[tuple[str, str]], workdir: str, **settings: Any
 ) -> AsyncIterator[ClientGateway]:
     """The real gateway on 127.0.0.1:<free port> handing out `runtimes` ((address, token)
     each) in turn; CALLER_TOKEN may create and delete sessions in NAMESPACE. `settings`
@@ -153,7 +153,7 @@ async def client_gateway(
         api.accept(CALLER_TOKEN, CALLER)
         api.allow(CALLER, "create", NAMESPACE)
         api.allow(CALLER, "delete", NAMESPACE)
-        claimer = StandInClaimer(sandboxes, workdir=working_dir)
+        claimer = StandInClaimer(sandboxes, workdir=workdir)
         recorder = CallRecorder()
         async with running_gateway(kube, claimer, interceptors=[recorder], **settings) as server:
             yield ClientGateway(server, api, claimer, recorder, runtimes)

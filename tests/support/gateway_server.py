@@ -13,7 +13,7 @@ from typing import Any
 
 import grpc.aio
 
-from sandfleet.gateway.claim_types import Claimed, ClaimFailed, ClaimFailure, ClaimSpec
+from sandfleet.gateway.claim_types import Claimed, ClaimError, ClaimFailure, ClaimSpec
 from sandfleet.gateway.server import GatewayServer
 from sandfleet.gateway.settings import GatewaySettings
 from sandfleet.kube import KubeClient
@@ -62,7 +62,7 @@ class StandInClaimer:
         try:
             return self.sessions[(namespace, name)]
         except KeyError:
-            raise ClaimFailed(ClaimFailure.NOT_FOUND, f"no session {namespace}/{name}") from None
+            raise ClaimError(ClaimFailure.NOT_FOUND, f"no session {namespace}/{name}") from None
 
     async def release(self, namespace: str, names: Sequence[str]) -> int:
         self.released.append((namespace, list(names)))

@@ -6,8 +6,12 @@ import importlib
 import inspect
 import pkgutil
 
+import pytest
+
 import sandfleet
-from sandfleet.errors import SandfleetError
+import sandfleet.errors
+from sandfleet.agent.model import ContextLengthExceededError
+from sandfleet.errors import GatewayError, ModelError, QuotaExceededError, SandfleetError
 
 # Entry points and kopf wiring register handlers or parse argv on import; they define no errors.
 _NOT_IMPORTED = {
@@ -48,3 +52,20 @@ def test_every_error_class_of_sandfleet_derives_from_sandfleet_error() -> None:
 def test_only_the_sdk_error_is_named_sandbox_lost() -> None:
     named = [name for name in _error_classes() if name.endswith(".SandboxLostError")]
     assert named == ["sandfleet.errors.SandboxLostError"]
+
+
+def test_every_error_class_name_ends_in_error() -> None:
+    classes = _error_classes()
+    assert "sandfleet.gateway.claim_types.ClaimError" in classes
+    misnamed = sorted(name for name in classes if not name.endswith("Error"))
+    assert not misnamed, f"error classes whose name does not end in Error: {misnamed}"
+
+
+def test_one_class_per_concept_and_the_old_name_still_resolves_with_a_warning() -> None:
+    with pytest.warns(DeprecationWarning, match="ModelEndpointError is deprecated: use ModelError"):
+        old = sandfleet.errors.ModelEndpointError
+    assert old is ModelError
+    assert issubclass(ContextLengthExceededError, ModelError)
+    quota = QuotaExceededError("namespace team-a is full", namespace="team-a")
+    assert (quota.code, quota.namespace) == ("RESOURCE_EXHAUSTED", "team-a")
+    assert isinstance(quota, GatewayError)

@@ -8,7 +8,7 @@ import sys
 
 from sandfleet.backend import OpenedSandbox, SandboxBackend, SandboxPaths
 from sandfleet.client import RuntimeClient
-from sandfleet.cluster.status import SessionState
+from sandfleet.fleet.status import SessionState
 from sandfleet.sandbox import ClusterSandbox, Sandbox
 
 PATHS = SandboxPaths.under("/work")

@@ -58,7 +58,7 @@ _LAZY = {
     "run_agent": "sandfleet.agent.loop",
     "ContextLengthExceededError": "sandfleet.agent.model",
     "Model": "sandfleet.agent.model",
-    "ModelError": "sandfleet.agent.model",
+    "ModelError": "sandfleet.errors",
     "ModelTurn": "sandfleet.agent.model",
     "ToolCall": "sandfleet.tool_calls",
     "Usage": "sandfleet.agent.model",
@@ -88,18 +88,13 @@ if TYPE_CHECKING:
         TurnStarted,
     )
     from sandfleet.agent.loop import AgentLoop, run_agent
-    from sandfleet.agent.model import (
-        ContextLengthExceededError,
-        Model,
-        ModelError,
-        ModelTurn,
-        Usage,
-    )
+    from sandfleet.agent.model import ContextLengthExceededError, Model, ModelTurn, Usage
     from sandfleet.agent.openai_chat import OpenAIChatModel
     from sandfleet.agent.results import AgentResult, StopReason, TurnTiming
     from sandfleet.agent.sandbox_access import AgentSandbox
     from sandfleet.agent.task_inputs import TaskFileError
     from sandfleet.agent.tools import execute_tool_call
+    from sandfleet.errors import ModelError
     from sandfleet.tool_calls import ToolCall, ToolSpec, tool_specs
     from sandfleet.trajectory.reader import read_trajectory
     from sandfleet.trajectory.writer import TrajectoryWriter

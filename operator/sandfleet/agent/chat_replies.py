@@ -9,8 +9,9 @@ import re
 import uuid
 from typing import Any
 
-from sandfleet.agent.model import ModelError, ModelTurn, Usage
+from sandfleet.agent.model import ModelTurn, Usage
 from sandfleet.agent.token_records import token_record
+from sandfleet.errors import ModelError
 from sandfleet.tool_calls import ToolCall
 
 

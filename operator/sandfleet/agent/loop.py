@@ -17,12 +17,7 @@ import time
 from sandfleet.agent.config import AgentConfig, Task
 from sandfleet.agent.context_shortening import shrunk_max_tokens
 from sandfleet.agent.events import EventSink
-from sandfleet.agent.model import (
-    ContextLengthExceededError,
-    Model,
-    ModelError,
-    ModelTurn,
-)
+from sandfleet.agent.model import ContextLengthExceededError, Model, ModelTurn
 from sandfleet.agent.model_retries import listening
 from sandfleet.agent.prompts import (
     DEFAULT_INSTANCE_PROMPT,
@@ -44,7 +39,7 @@ from sandfleet.agent.sandbox_access import (
 )
 from sandfleet.agent.task_inputs import describe_input_files
 from sandfleet.agent.tools import execute_tool_call
-from sandfleet.errors import SandboxLostError
+from sandfleet.errors import ModelError, SandboxLostError
 from sandfleet.logs import get_logger
 from sandfleet.tool_calls import SUBMIT, SUBMITTED_OBSERVATION, tool_specs
 from sandfleet.trajectory.writer import TrajectoryWriter

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sandfleet.agent.token_records import TokenRecord
-from sandfleet.errors import ModelEndpointError
+from sandfleet.errors import ModelError
 from sandfleet.tool_calls import ToolCall
 
 if TYPE_CHECKING:
@@ -104,15 +104,6 @@ class ChatCompletionsMessages:
                 for call in tool_calls
             ],
         }
-
-
-class ModelError(ModelEndpointError):
-    """The endpoint failed after retries or rejected the request; the run stops with model_error."""
-
-    def __init__(self, message: str, *, status_code: int | None = None) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-        """HTTP status of the last failed attempt; None for connection errors and timeouts."""
 
 
 class ContextLengthExceededError(ModelError):

@@ -28,14 +28,10 @@ from sandfleet.agent.endpoint_hints import (
     v1_base_url,
 )
 from sandfleet.agent.events import one_line
-from sandfleet.agent.model import (
-    ChatCompletionsMessages,
-    ContextLengthExceededError,
-    ModelError,
-    ModelTurn,
-)
+from sandfleet.agent.model import ChatCompletionsMessages, ContextLengthExceededError, ModelTurn
 from sandfleet.agent.model_retries import Retryable, with_retries
 from sandfleet.agent.token_records import TOKEN_REQUEST_FIELDS
+from sandfleet.errors import ModelError
 from sandfleet.logs import get_logger
 from sandfleet.tool_calls import ToolSpec
 
@@ -269,8 +265,8 @@ class OpenAIChatModel(ChatCompletionsMessages):
             )
         return (
             f"the model endpoint {self._endpoint} timed out: no answer within "
-            f"{self._limit('read')}, the request timeout (raise it with --request-timeout or "
-            "SANDFLEET_REQUEST_TIMEOUT)"
+            f"{self._limit('read')}, the request timeout (raise it with "
+            "--request-timeout-seconds or SANDFLEET_REQUEST_TIMEOUT_SECONDS)"
         )
 
     def _unreachable(self, error: openai.APIConnectionError) -> str:

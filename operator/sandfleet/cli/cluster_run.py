@@ -3,7 +3,7 @@
 The operator runs the agent loop; the CLI creates the session, prints its progress from a
 watch (phase changes and turns, to stderr), and reports the outcome with the same stop
 reasons and exit codes as the local backend. A finished session stays for
---ttl seconds (so `kubectl get sbx` and `sandfleet trajectory NAME` find it) unless --rm;
+--ttl-seconds (so `kubectl get sbx` and `sandfleet trajectory NAME` find it) unless --rm;
 Ctrl-C deletes it at once, which cancels the loop and reclaims the sandbox.
 """
 
@@ -28,17 +28,17 @@ from sandfleet.cli.exit_codes import ExitCode, outcome_exit_code
 from sandfleet.cli.interrupts import run_until_interrupted
 from sandfleet.cli.render import print_run_summary
 from sandfleet.cluster.input_files import TextInputs, read_text_inputs
-from sandfleet.cluster.manifests import (
+from sandfleet.cluster.session_specs import managed_session_spec
+from sandfleet.errors import SandfleetError
+from sandfleet.fleet.manifests import (
     ManifestError,
     file_sources,
     generate_name_for,
-    managed_session_spec,
     secret_key_ref,
     session_body,
 )
-from sandfleet.cluster.sessions import SessionClient, SessionGoneError
-from sandfleet.cluster.status import SessionState
-from sandfleet.errors import SandfleetError
+from sandfleet.fleet.sessions import SessionClient, SessionGoneError
+from sandfleet.fleet.status import SessionState
 from sandfleet.runs.outcomes import RunFailure, TaskOutcome, utc_now
 from sandfleet.settings import Settings
 from sandfleet.tasks import TaskSpec
@@ -88,7 +88,7 @@ def session_for_task(
         template=settings.template,
         pool=settings.pool,
         paths=spec.paths,
-        ttl_seconds_after_finished=settings.session_ttl_s,
+        ttl_seconds_after_finished=settings.ttl_seconds,
     )
     return session_body(session, generate_name=generate_name_for(spec.task.id))
 
@@ -218,7 +218,7 @@ class ClusterRun:
 
         try:
             config = await asyncio.to_thread(
-                KubeConfig.load, self.settings.kubeconfig, self.settings.kube_context
+                KubeConfig.load, self.settings.kubeconfig, self.settings.context
             )
         except SandfleetError as error:
             return failure(RunFailure.INVALID_TASK, str(error))
@@ -336,7 +336,7 @@ def cluster_run_command(
     print_run_summary(console, outcome)
     if run.session is not None:
         console.print(
-            _session_line(run.session, outcome, remove=remove, ttl_s=settings.session_ttl_s)
+            _session_line(run.session, outcome, remove=remove, ttl_s=settings.ttl_seconds)
         )
     return outcome_exit_code(outcome)
 

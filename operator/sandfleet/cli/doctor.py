@@ -52,9 +52,7 @@ def add_cluster_flags(parser: argparse.ArgumentParser) -> None:
 
     cluster = parser.add_argument_group("kubernetes")
     cluster.add_argument("--kubeconfig", type=Path, metavar="PATH", help="default as kubectl")
-    cluster.add_argument(
-        "--context", dest="kube_context", metavar="NAME", help="kubeconfig context"
-    )
+    cluster.add_argument("--context", dest="context", metavar="NAME", help="kubeconfig context")
     add_gateway_argument(cluster)
 
 

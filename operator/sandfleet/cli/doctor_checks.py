@@ -184,7 +184,7 @@ async def cluster(settings: Settings, environ: Mapping[str, str]) -> CheckResult
         )
     try:
         config = await asyncio.to_thread(
-            KubeConfig.load, settings.kubeconfig, settings.kube_context, environ=environ
+            KubeConfig.load, settings.kubeconfig, settings.context, environ=environ
         )
         async with KubeClient(config, timeout_s=CHECK_TIMEOUT_S) as kube:
             version = await kube.get("/version")
@@ -214,7 +214,7 @@ async def gateway(settings: Settings, environ: Mapping[str, str]) -> CheckResult
     try:
         target = await asyncio.to_thread(
             resolve_gateway, settings.gateway, kubeconfig=settings.kubeconfig,
-            context=settings.kube_context, environ=environ,
+            context=settings.context, environ=environ,
         )  # fmt: skip
     except GatewayConfigError as error:
         if not configured:

@@ -216,7 +216,7 @@ def _session_bodies(
     (binary or oversized inputs, a layout the backend cannot honour) stops the run early."""
     from sandfleet.cli.cluster_run import session_for_task
     from sandfleet.cluster.input_files import read_text_inputs
-    from sandfleet.cluster.manifests import ManifestError
+    from sandfleet.fleet.manifests import ManifestError
 
     bodies: dict[tuple[str, int], dict[str, Any]] = {}
     for problem in problems:

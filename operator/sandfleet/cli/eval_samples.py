@@ -160,12 +160,12 @@ async def cluster_sample(
 
 
 async def _delete_session(settings: Settings, namespace: str, name: str) -> None:
-    from sandfleet.cluster.sessions import SessionClient
+    from sandfleet.fleet.sessions import SessionClient
     from sandfleet.kube import KubeClient, KubeConfig
 
     try:
         kube_config = await asyncio.to_thread(
-            KubeConfig.load, settings.kubeconfig, settings.kube_context
+            KubeConfig.load, settings.kubeconfig, settings.context
         )
         async with KubeClient(kube_config) as kube:
             await SessionClient(kube, namespace).delete(name)

@@ -57,8 +57,8 @@ def agent_config(settings: Settings, *, loop_here: bool | None = None) -> AgentC
         offer_undo_edit=not settings.no_undo_edit,
         max_nudges=settings.max_nudges,
         record_tokens=settings.record_tokens,
-        tool_timeout_s=settings.tool_timeout_s,
-        request_timeout_s=settings.request_timeout_s,
+        tool_timeout_s=settings.tool_timeout_seconds,
+        request_timeout_s=settings.request_timeout_seconds,
         max_retries=settings.max_retries,
     )
 
@@ -200,7 +200,7 @@ def gateway_target(settings: Settings) -> GatewayTarget:
 
     try:
         return resolve_gateway(
-            settings.gateway, kubeconfig=settings.kubeconfig, context=settings.kube_context
+            settings.gateway, kubeconfig=settings.kubeconfig, context=settings.context
         )
     except GatewayConfigError as error:
         raise ConfigurationError(str(error)) from error

@@ -18,7 +18,7 @@ from sandfleet.copy_back import CopyBackError
 from sandfleet.errors import (
     GatewayConfigError,
     GatewayError,
-    ModelEndpointError,
+    ModelError,
     SandboxLostError,
     SandboxStartError,
     SandfleetError,
@@ -40,7 +40,7 @@ _EXIT_CODES: Sequence[tuple[tuple[type[BaseException], ...], ExitCode]] = (
         ),
         ExitCode.USAGE,
     ),
-    ((ModelEndpointError,), ExitCode.MODEL_ERROR),
+    ((ModelError,), ExitCode.MODEL_ERROR),
     ((SandboxLostError, SandboxStartError, ToolError, GatewayError), ExitCode.SANDBOX_ERROR),
 )  # fmt: skip
 

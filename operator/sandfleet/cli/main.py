@@ -17,6 +17,7 @@ from sandfleet.cli.arg_parser import SuggestingParser
 from sandfleet.cli.consoles import error_console, output_console
 from sandfleet.cli.exit_codes import ExitCode
 from sandfleet.cli.failures import exit_for
+from sandfleet.cli.renamed_flags import RenamedFlag, flag_notices
 from sandfleet.cli.settings_command import resolve_from_arguments
 from sandfleet.logs import configure_logging, get_logger
 from sandfleet.runs.folders import PRIVATE_UMASK
@@ -42,11 +43,11 @@ Run LLM agents inside lightweight local sandboxes.
 
 _SETTINGS_EPILOG = """\
 settings: flags > SANDFLEET_<FLAG> environment variables named after the flags (--max-turns
-is SANDFLEET_MAX_TURNS, --tool-timeout SANDFLEET_TOOL_TIMEOUT) > config file (--config,
-SANDFLEET_CONFIG or ~/.config/sandfleet/config.toml, keys named like the flags: model,
-base_url, tool_timeout, ...) > defaults; `sandfleet config` shows the result. The API key is
-read from the variable --api-key-env names (OPENAI_API_KEY); without one, a --base-url
-endpoint gets the placeholder key EMPTY, and the OpenAI API itself is refused (exit 2).
+is SANDFLEET_MAX_TURNS, --tool-timeout-seconds SANDFLEET_TOOL_TIMEOUT_SECONDS) > config file
+(--config, SANDFLEET_CONFIG or ~/.config/sandfleet/config.toml, keys named like the flags:
+model, base_url, tool_timeout_seconds, ...) > defaults; `sandfleet config` shows the result.
+The API key is read from the variable --api-key-env names (OPENAI_API_KEY); without one, a
+--base-url endpoint gets the placeholder key EMPTY, and the OpenAI API itself is refused (exit 2).
 """
 
 _EXIT_CODES = """\
@@ -82,7 +83,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except SettingsError as error:
         errors.print(Text.assemble(("error: ", "red"), str(error)))
         return ExitCode.USAGE
-    for notice in resolved.notices:
+    for notice in [*flag_notices(args), *resolved.notices]:
         errors.print(Text.assemble(("warning: ", "yellow"), notice))
     settings = resolved.settings
     json_logs = settings.log_format == "json" or bool(settings.log_json)
@@ -313,12 +314,10 @@ def _sandbox_options() -> SuggestingParser:
         "sandbox sees the host's system files and none of its data otherwise)",
     )
     group.add_argument(
-        "--tool-timeout",
-        dest="tool_timeout_s",
-        type=float,
-        metavar="SECONDS",
+        "--tool-timeout-seconds", "--tool-timeout", dest="tool_timeout_seconds",
+        action=RenamedFlag, type=float, metavar="SECONDS",
         help="timeout of one execute_bash call (default 120)",
-    )
+    )  # fmt: skip
     return options
 
 
@@ -380,12 +379,10 @@ def _agent_options() -> SuggestingParser:
         help="replies in a row without a tool call before the run stops (default 3)",
     )  # fmt: skip
     model.add_argument(
-        "--request-timeout",
-        dest="request_timeout_s",
-        type=float,
-        metavar="SECONDS",
+        "--request-timeout-seconds", "--request-timeout", dest="request_timeout_seconds",
+        action=RenamedFlag, type=float, metavar="SECONDS",
         help="timeout of one model request (default 600)",
-    )
+    )  # fmt: skip
     model.add_argument(
         "--max-retries",
         dest="max_retries",

@@ -111,7 +111,9 @@ def mcp_command(args: argparse.Namespace, settings: Settings, console: Console) 
     except ConfigurationError as error:
         return fail(str(error))
     if not http:
-        run_until_interrupted(server.run_stdio(opener, tool_timeout_s=settings.tool_timeout_s))
+        run_until_interrupted(
+            server.run_stdio(opener, tool_timeout_s=settings.tool_timeout_seconds)
+        )
         return ExitCode.OK
     verifier: Any
     if settings.backend == "kubernetes":
@@ -127,7 +129,7 @@ def mcp_command(args: argparse.Namespace, settings: Settings, console: Console) 
     app = server.http_app(
         opener,
         verifier,
-        tool_timeout_s=settings.tool_timeout_s,
+        tool_timeout_s=settings.tool_timeout_seconds,
         idle_timeout_s=args.mcp_idle_timeout_s,
         allowed_hosts=[f"{h}:{args.port}" for h in ("127.0.0.1", "localhost", "[::1]")]
         if loopback
@@ -147,7 +149,7 @@ def _opener(settings: Settings, *, http: bool) -> SandboxOpener:
         config = sandbox_config(settings)
 
         def local(_: Caller) -> contextlib.AbstractAsyncContextManager[SandboxCore]:
-            return Sandbox.local(config, tool_timeout_s=settings.tool_timeout_s)
+            return Sandbox.local(config, tool_timeout_s=settings.tool_timeout_seconds)
 
         return local
     if not (settings.pool or settings.template):
@@ -164,7 +166,7 @@ def _opener(settings: Settings, *, http: bool) -> SandboxOpener:
             pool=settings.pool,
             template=settings.template,
             egress=_CLUSTER_EGRESS[settings.egress],
-            tool_timeout_s=settings.tool_timeout_s,
+            tool_timeout_s=settings.tool_timeout_seconds,
         )
 
     return claimed
@@ -180,7 +182,7 @@ def _caller_target(settings: Settings) -> GatewayTarget:
             settings.gateway,
             token=_NO_SERVER_TOKEN,
             kubeconfig=settings.kubeconfig,
-            context=settings.kube_context,
+            context=settings.context,
         )
     except GatewayConfigError as error:
         raise ConfigurationError(str(error)) from error

@@ -39,7 +39,7 @@ def replay_command(args: argparse.Namespace, settings: Settings, console: Consol
     except ReplayError as error:
         errors.print(Text.assemble(("error: ", "red"), str(error)))
         return ExitCode.USAGE
-    timeout_s = args.tool_timeout_s or plan.tool_timeout_s or settings.tool_timeout_s
+    timeout_s = args.tool_timeout_seconds or plan.tool_timeout_s or settings.tool_timeout_seconds
     console.print(
         f"replaying {plural(len(plan.calls), 'tool call')} of task {plan.task_id} "
         f"({plural(len(plan.files), 'input file')}) in a fresh local sandbox"

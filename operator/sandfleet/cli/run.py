@@ -24,6 +24,7 @@ from sandfleet.cli.execution import (
 )
 from sandfleet.cli.exit_codes import ExitCode, outcome_exit_code
 from sandfleet.cli.interrupts import run_until_interrupted
+from sandfleet.cli.renamed_flags import RenamedFlag
 from sandfleet.cli.render import TraceRenderer, print_run_summary
 from sandfleet.runs.folders import RESULT_FILE
 from sandfleet.runs.outcomes import TaskOutcome
@@ -75,7 +76,8 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         help="create a managed SandboxSession: the operator runs the agent loop",
     )  # fmt: skip
     cluster.add_argument(
-        "--ttl", dest="session_ttl_s", type=int, metavar="SECONDS",
+        "--ttl-seconds", "--ttl", dest="ttl_seconds", action=RenamedFlag, type=int,
+        metavar="SECONDS",
         help="--managed: keep the finished session this long for `sandfleet trajectory` "
         "(default 3600)",
     )  # fmt: skip
@@ -114,9 +116,7 @@ def add_session_target_arguments(
         help="the sessions' namespace (default: the kubeconfig context's)",
     )  # fmt: skip
     cluster.add_argument("--kubeconfig", type=Path, metavar="PATH", help="default as kubectl")
-    cluster.add_argument(
-        "--context", dest="kube_context", metavar="NAME", help="kubeconfig context"
-    )
+    cluster.add_argument("--context", dest="context", metavar="NAME", help="kubeconfig context")
     sandbox = cluster.add_mutually_exclusive_group()
     sandbox.add_argument("--template", metavar="NAME", help=f"SandboxTemplate of {sandboxes}")
     sandbox.add_argument("--pool", metavar="NAME", help=f"SandboxPool to claim {sandboxes} from")

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sandfleet.cli.exit_codes import ExitCode
-from sandfleet.setting_names import env_name, flag_name, public_name
+from sandfleet.setting_names import env_name, flag_name
 from sandfleet.settings import (
     CONFIGURABLE_FIELDS,
     ResolvedSettings,
@@ -75,13 +75,13 @@ def resolve_from_arguments(
 
 
 def setting_rows(settings: Settings, origins: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """Setting (by its public name, the config file's key: `tool_timeout`, not the field
-    `tool_timeout_s`) -> value (JSON-able, secrets masked), source, flag and variable."""
+    """Setting (by its public name, the field's and the config file's key) -> value
+    (JSON-able, secrets masked), source, flag and variable."""
     rows: dict[str, dict[str, Any]] = {}
     for field in Settings.model_fields:
         value = getattr(settings, field)
         configurable = field in CONFIGURABLE_FIELDS
-        rows[public_name(field)] = {
+        rows[field] = {
             "value": _plain(value),
             "source": origins.get(field, "default"),
             "flag": flag_name(field) if configurable else None,

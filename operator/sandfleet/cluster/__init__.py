@@ -5,9 +5,9 @@ from __future__ import annotations
 from sandfleet.cluster.backend import ClusterBackend, ClusterSandboxRequest, SessionFailedError
 from sandfleet.cluster.gateway_backend import GatewayBackend, GatewaySandboxRequest
 from sandfleet.cluster.gateway_target import GatewayTarget, resolve_gateway
-from sandfleet.cluster.manifests import ManifestError
-from sandfleet.cluster.sessions import SessionClient, SessionGoneError, SessionWaitTimeoutError
-from sandfleet.cluster.status import AgentProgress, Condition, SessionState
+from sandfleet.fleet.manifests import ManifestError
+from sandfleet.fleet.sessions import SessionClient, SessionGoneError, SessionWaitTimeoutError
+from sandfleet.fleet.status import AgentProgress, Condition, SessionState
 
 __all__ = [
     "AgentProgress",

@@ -11,16 +11,16 @@ from pathlib import Path
 from sandfleet.api import RUNTIME_PORT, EgressMode, LifecycleSpec, PodTemplate
 from sandfleet.backend import OpenedSandbox, SandboxPaths
 from sandfleet.client import RuntimeClient
-from sandfleet.cluster.manifests import (
+from sandfleet.cluster.session_specs import default_paths
+from sandfleet.errors import SandboxLostError, SandboxStartError
+from sandfleet.fleet.manifests import (
     DEFAULT_GENERATE_NAME,
-    default_paths,
     file_sources,
     raw_session_spec,
     session_body,
 )
-from sandfleet.cluster.sessions import SessionClient, SessionGoneError, SessionWaitTimeoutError
-from sandfleet.cluster.status import SessionState
-from sandfleet.errors import SandboxLostError, SandboxStartError
+from sandfleet.fleet.sessions import SessionClient, SessionGoneError, SessionWaitTimeoutError
+from sandfleet.fleet.status import SessionState
 from sandfleet.kube import KubeClient, KubeConfig
 from sandfleet.logs import get_logger
 

@@ -17,8 +17,9 @@ from sandfleet.api import EgressMode, LifecycleSpec
 from sandfleet.backend import OpenedSandbox, SandboxPaths
 from sandfleet.client import RuntimeClient
 from sandfleet.cluster.gateway_target import GatewayTarget, resolve_gateway
-from sandfleet.cluster.manifests import DEFAULT_GENERATE_NAME, default_paths
+from sandfleet.cluster.session_specs import default_paths
 from sandfleet.errors import GatewayError, GatewayUnreachableError
+from sandfleet.fleet.manifests import DEFAULT_GENERATE_NAME
 from sandfleet.gateway_client import GatewayClient, GatewaySandboxInfo
 from sandfleet.logs import get_logger
 
@@ -138,7 +139,7 @@ class GatewayBackend:
                 self.request.namespace or target.namespace, name, timeout_s
             )
         client = connect_runtime(target, info)
-        paths = self.request.paths or default_paths(info.working_dir or None)
+        paths = self.request.paths or default_paths(info.workdir or None)
         return OpenedSandbox(client=client, paths=paths, close=client.close, details=info)
 
     async def target(self) -> GatewayTarget:
@@ -166,7 +167,7 @@ class GatewayBackend:
                 # Shielded: a cancelled caller must not leave the session (and its pod) behind.
                 await asyncio.shield(shared.release(info))
 
-        paths = self.request.paths or default_paths(info.working_dir or None)
+        paths = self.request.paths or default_paths(info.workdir or None)
         log.info("gateway_sandbox_ready", session=info.session, pod=info.pod, warm=info.warm)
         return OpenedSandbox(client=client, paths=paths, close=close, details=info)
 

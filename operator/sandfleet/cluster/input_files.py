@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
-from sandfleet.cluster.manifests import MAX_INLINE_FILES_BYTES, ManifestError
+from sandfleet.fleet.manifests import MAX_INLINE_FILES_BYTES, ManifestError
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

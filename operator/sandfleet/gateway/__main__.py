@@ -25,7 +25,7 @@ log = get_logger(__name__)
 EXIT_BAD_SETTINGS = 2
 
 
-class SettingsProblem(SandfleetError):
+class GatewaySettingsError(SandfleetError):
     """The process cannot start as configured; the message is the one line to print."""
 
 
@@ -57,7 +57,7 @@ async def run_gateway(settings: GatewaySettings, session_key: bytes) -> None:
     try:
         config = KubeConfig.load(settings.kubeconfig)
     except KubeConfigError as error:
-        raise SettingsProblem(str(error)) from error
+        raise GatewaySettingsError(str(error)) from error
     async with KubeClient(config, qps=settings.kube_qps, burst=settings.kube_burst) as kube:
         server = GatewayServer(
             settings, kube=kube, claimer=build_claimer(kube, settings, session_key)
@@ -90,7 +90,7 @@ def main() -> int:
         session_key = _session_key(settings)
         configure_logging(level=settings.log_level)
         asyncio.run(run_gateway(settings, session_key))
-    except SettingsProblem as problem:
+    except GatewaySettingsError as problem:
         print(f"sandfleet-gateway: {problem}", file=sys.stderr)
         return EXIT_BAD_SETTINGS
     except OSError as error:
@@ -101,14 +101,14 @@ def main() -> int:
 
 def _session_key(settings: GatewaySettings) -> bytes:
     if settings.session_key_file is None:
-        raise SettingsProblem(
+        raise GatewaySettingsError(
             "SANDFLEET_GATEWAY_SESSION_KEY_FILE is not set: the gateway needs the session "
             "key it shares with the operator (the chart mounts it)"
         )
     try:
         return read_session_key(settings.session_key_file)
     except ValueError as error:
-        raise SettingsProblem(str(error)) from error
+        raise GatewaySettingsError(str(error)) from error
 
 
 if __name__ == "__main__":

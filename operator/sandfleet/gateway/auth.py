@@ -15,11 +15,11 @@ from sandfleet.kube.access_review import (
     ACCESS_REVIEWS,
     TOKEN_REVIEWS,
     AuthError,
-    AuthUnavailable,
+    AuthUnavailableError,
     Caller,
-    PermissionDenied,
+    PermissionDeniedError,
     ResourceAccess,
-    Unauthenticated,
+    UnauthenticatedError,
 )
 
 __all__ = [
@@ -27,11 +27,11 @@ __all__ = [
     "CALLER_METADATA",
     "TOKEN_REVIEWS",
     "AuthError",
-    "AuthUnavailable",
+    "AuthUnavailableError",
     "Authenticator",
     "Caller",
-    "PermissionDenied",
-    "Unauthenticated",
+    "PermissionDeniedError",
+    "UnauthenticatedError",
     "bearer_token",
 ]
 
@@ -48,7 +48,7 @@ def bearer_token(metadata: Any, key: str = "authorization") -> str:
             if token is not None:
                 return token
             break
-    raise Unauthenticated(
+    raise UnauthenticatedError(
         f"no bearer token: send '{key}: Bearer <token>' with a token the Kubernetes "
         "API server accepts (a ServiceAccount token, `kubectl create token`, an OIDC token)"
     )
@@ -58,5 +58,5 @@ class Authenticator(access_review.Authenticator):
     """The shared Authenticator, asking about SandboxSessions."""
 
     async def authorize(self, caller: Caller, verb: str, namespace: str) -> None:
-        """PermissionDenied unless RBAC lets `caller` `verb` sandboxsessions in `namespace`."""
+        """PermissionDeniedError unless RBAC lets `caller` `verb` sandboxsessions in `namespace`."""
         await self.check(caller, ResourceAccess(verb, GROUP, SESSION_PLURAL, namespace))

@@ -12,7 +12,7 @@ import string
 from collections.abc import Mapping
 from typing import Any
 
-from sandfleet.gateway.claim_types import ClaimFailed, ClaimFailure, ClaimSpec
+from sandfleet.gateway.claim_types import ClaimError, ClaimFailure, ClaimSpec
 
 CALLER_ANNOTATION = "sandfleet.dev/claimed-for"
 """The Kubernetes user a gateway session was claimed for (usernames do not fit labels)."""
@@ -63,7 +63,7 @@ def check_same_claim(spec: ClaimSpec, body: Mapping[str, Any]) -> None:
         annotations.get(CLAIM_ID_ANNOTATION) != spec.claim_id
         or annotations.get(CALLER_ANNOTATION) != spec.caller
     ):
-        raise ClaimFailed(
+        raise ClaimError(
             ClaimFailure.UNAVAILABLE,
             f"SandboxSession {spec.namespace}/{body['metadata']['name']} exists and is not "
             f"claim {spec.claim_id!r}'s; claim with a new claim_id",

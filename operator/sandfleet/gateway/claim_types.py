@@ -1,4 +1,4 @@
-"""What the gateway's claim path takes and gives: ClaimSpec, Claimed, ClaimFailed.
+"""What the gateway's claim path takes and gives: ClaimSpec, Claimed, ClaimError.
 
 The gRPC service (service.py) turns requests into a ClaimSpec and Claimed into responses;
 the claim path (claims.py) knows nothing of gRPC. Authentication, authorization and quotas
@@ -55,7 +55,7 @@ class Claimed:
     address: str
     """The runtime's host:port (the pod IP), where the proxy sends this session's calls."""
     warm: bool
-    working_dir: str
+    workdir: str
 
 
 class ClaimFailure(enum.Enum):
@@ -69,7 +69,7 @@ class ClaimFailure(enum.Enum):
     """No sandbox could be had in time, or the session ended (UNAVAILABLE)."""
 
 
-class ClaimFailed(SandfleetError):
+class ClaimError(SandfleetError):
     def __init__(self, failure: ClaimFailure, message: str) -> None:
         super().__init__(message)
         self.failure = failure

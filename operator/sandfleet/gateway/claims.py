@@ -27,10 +27,13 @@ from sandfleet.api import (
     derive_session_token,
 )
 from sandfleet.client import RuntimeClient
-from sandfleet.cluster.manifests import ManifestError, raw_session_spec, session_body
-from sandfleet.cluster.sessions import SessionClient, SessionGoneError, SessionWaitTimeoutError
-from sandfleet.cluster.status import SessionState
 from sandfleet.errors import SandfleetError
+from sandfleet.fleet.claim_patches import gateway_claim_patch
+from sandfleet.fleet.manifests import ManifestError, raw_session_spec, session_body
+from sandfleet.fleet.plans import PlanError, pool_pod_template, read_pool, read_template
+from sandfleet.fleet.pod_index import Pod, pod_ip
+from sandfleet.fleet.sessions import SessionClient, SessionGoneError, SessionWaitTimeoutError
+from sandfleet.fleet.status import SessionState
 from sandfleet.gateway.claim_ids import (
     CALLER_ANNOTATION,
     CLAIM_ID_ANNOTATION,
@@ -38,7 +41,7 @@ from sandfleet.gateway.claim_ids import (
     claim_session_names,
     session_name,
 )
-from sandfleet.gateway.claim_types import Claimed, ClaimFailed, ClaimFailure, ClaimSpec
+from sandfleet.gateway.claim_types import Claimed, ClaimError, ClaimFailure, ClaimSpec
 from sandfleet.gateway.idle_pods import IdlePods, claimable, runtime_address
 from sandfleet.kube import (
     ConflictError,
@@ -48,9 +51,6 @@ from sandfleet.kube import (
     resource_path,
 )
 from sandfleet.logs import get_logger
-from sandfleet.operator.plans import PlanError, pool_pod_template, read_pool, read_template
-from sandfleet.operator.pod_index import Pod, pod_ip
-from sandfleet.operator.resources import gateway_claim_patch
 
 log = get_logger(__name__)
 
@@ -102,9 +102,9 @@ class Claimer:
     async def claim(self, spec: ClaimSpec) -> list[Claimed]:
         """`spec.count` Ready sessions, or none: on any failure the ones made are released."""
         if spec.count < 1:
-            raise ClaimFailed(ClaimFailure.INVALID, f"count must be at least 1, not {spec.count}")
+            raise ClaimError(ClaimFailure.INVALID, f"count must be at least 1, not {spec.count}")
         if spec.pool and spec.template:
-            raise ClaimFailed(ClaimFailure.INVALID, "name a pool or a template, not both")
+            raise ClaimError(ClaimFailure.INVALID, "name a pool or a template, not both")
         workdir = await self._workdir(spec)
         if spec.claim_id:
             results = await self._claim_idempotent(spec, workdir)
@@ -119,9 +119,9 @@ class Claimer:
         if failures:
             await self.release(spec.namespace, [c.name for c in claimed])
             failure = failures[0]
-            if isinstance(failure, ClaimFailed):
+            if isinstance(failure, ClaimError):
                 raise failure
-            raise ClaimFailed(ClaimFailure.UNAVAILABLE, f"claim failed: {failure}") from failure
+            raise ClaimError(ClaimFailure.UNAVAILABLE, f"claim failed: {failure}") from failure
         return claimed
 
     async def _claim_one(self, spec: ClaimSpec, workdir: str, name: str | None) -> Claimed:
@@ -155,7 +155,7 @@ class Claimer:
                 continue
             check_same_claim(spec, body)
             if body["metadata"].get("deletionTimestamp"):
-                raise ClaimFailed(
+                raise ClaimError(
                     ClaimFailure.UNAVAILABLE,
                     f"the claim {spec.claim_id!r} failed earlier and its sessions are being "
                     "released; claim with a new claim_id",
@@ -176,16 +176,16 @@ class Claimer:
         try:
             body = await self._kube.get(SessionClient(self._kube, spec.namespace).path(name))
         except NotFoundError as exc:
-            raise ClaimFailed(
+            raise ClaimError(
                 ClaimFailure.UNAVAILABLE, f"the claim {spec.claim_id!r}'s session {name} is gone"
             ) from exc
         check_same_claim(spec, body)
         timeout = spec.timeout_s if spec.timeout_s > 0 else self._settings.default_timeout_s
         try:
             return await self.connect(spec.namespace, name, timeout)
-        except ClaimFailed as exc:
+        except ClaimError as exc:
             if exc.failure is ClaimFailure.NOT_FOUND:
-                raise ClaimFailed(ClaimFailure.UNAVAILABLE, str(exc)) from exc
+                raise ClaimError(ClaimFailure.UNAVAILABLE, str(exc)) from exc
             raise
 
     async def _claim_warm(
@@ -296,7 +296,7 @@ class Claimer:
         try:
             await SessionClient(self._kube, spec.namespace).create(body)
         except InvalidError as exc:
-            raise ClaimFailed(ClaimFailure.INVALID, f"invalid session: {exc}") from exc
+            raise ClaimError(ClaimFailure.INVALID, f"invalid session: {exc}") from exc
 
     def _session_body(
         self, spec: ClaimSpec, *, pool: str | None, template: str | None
@@ -310,7 +310,7 @@ class Claimer:
                 egress=spec.egress,
             )
         except ManifestError as exc:
-            raise ClaimFailed(ClaimFailure.INVALID, str(exc)) from exc
+            raise ClaimError(ClaimFailure.INVALID, str(exc)) from exc
         return session_body(session_spec, generate_name=spec.generate_name or "sbx-")
 
     async def _delete_pod(self, namespace: str, pod: str) -> None:
@@ -336,7 +336,7 @@ class Claimer:
         try:
             created = await sessions.create(body)
         except InvalidError as exc:
-            raise ClaimFailed(ClaimFailure.INVALID, f"invalid session: {exc}") from exc
+            raise ClaimError(ClaimFailure.INVALID, f"invalid session: {exc}") from exc
         try:
             timeout = spec.timeout_s if spec.timeout_s > 0 else self._settings.default_timeout_s
             claimed = await self._until_ready(sessions, created, timeout)
@@ -351,7 +351,7 @@ class Claimer:
             await sessions.delete(created.name)
             raise
         log.info("cold_claim", session=created.reference, pod=claimed.pod)
-        return dataclasses.replace(claimed, working_dir=workdir)
+        return dataclasses.replace(claimed, workdir=workdir)
 
     async def _until_ready(
         self, sessions: SessionClient, since: SessionState, timeout_s: float
@@ -362,11 +362,11 @@ class Claimer:
                 name, lambda s: s.ready or s.finished, timeout_s, since=since
             )
         except SessionWaitTimeoutError as exc:
-            raise ClaimFailed(ClaimFailure.UNAVAILABLE, str(exc)) from exc
+            raise ClaimError(ClaimFailure.UNAVAILABLE, str(exc)) from exc
         except SessionGoneError as exc:
-            raise ClaimFailed(ClaimFailure.UNAVAILABLE, str(exc)) from exc
+            raise ClaimError(ClaimFailure.UNAVAILABLE, str(exc)) from exc
         if not state.ready or state.pod_ip is None or state.pod_name is None:
-            raise ClaimFailed(ClaimFailure.UNAVAILABLE, f"the session ended: {state.summary()}")
+            raise ClaimError(ClaimFailure.UNAVAILABLE, f"the session ended: {state.summary()}")
         token = await self._token(sessions, state, None)
         return Claimed(
             state.namespace,
@@ -386,7 +386,7 @@ class Claimer:
             key = self._settings.session_key
             return derive_session_token(key, state.namespace, state.name, claimed_pod)
         if not state.token_secret_name:
-            raise ClaimFailed(ClaimFailure.UNAVAILABLE, f"{state.reference} has no token Secret")
+            raise ClaimError(ClaimFailure.UNAVAILABLE, f"{state.reference} has no token Secret")
         return await sessions.runtime_token(state.token_secret_name)
 
     # --- connect / release ---------------------------------------------------------------
@@ -396,7 +396,7 @@ class Claimer:
         try:
             body = await self._kube.get(sessions.path(name))
         except NotFoundError as exc:
-            raise ClaimFailed(
+            raise ClaimError(
                 ClaimFailure.NOT_FOUND, f"no SandboxSession {namespace}/{name}"
             ) from exc
         annotations = body["metadata"].get("annotations") or {}
@@ -409,9 +409,9 @@ class Claimer:
                     name, lambda s: s.ready or s.finished, timeout, since=state
                 )
             except (SessionWaitTimeoutError, SessionGoneError) as exc:
-                raise ClaimFailed(ClaimFailure.UNAVAILABLE, str(exc)) from exc
+                raise ClaimError(ClaimFailure.UNAVAILABLE, str(exc)) from exc
         if not state.ready or state.pod_ip is None or state.pod_name is None:
-            raise ClaimFailed(ClaimFailure.UNAVAILABLE, f"not serving: {state.summary()}")
+            raise ClaimError(ClaimFailure.UNAVAILABLE, f"not serving: {state.summary()}")
         token = await self._token(sessions, state, claimed_pod)
         return Claimed(
             namespace,
@@ -452,7 +452,7 @@ class Claimer:
             if ref.get("name"):
                 try:
                     return await self._lookup(namespace, kind, ref["name"])
-                except ClaimFailed:
+                except ClaimError:
                     return DEFAULT_WORKDIR
         inline = spec.get("template") or {}
         return str(inline.get("workdir") or DEFAULT_WORKDIR)
@@ -478,5 +478,5 @@ class Claimer:
         except PlanError as exc:
             missing = exc.reason in {Reason.POOL_NOT_FOUND, Reason.TEMPLATE_NOT_FOUND}
             failure = ClaimFailure.NOT_FOUND if missing else ClaimFailure.INVALID
-            raise ClaimFailed(failure, str(exc)) from exc
+            raise ClaimError(failure, str(exc)) from exc
         return (pod or PodTemplate()).workdir

@@ -16,11 +16,11 @@ from collections.abc import Callable
 
 from sandfleet.api import POOL_KIND, RUNTIME_PORT, Label, PodState
 from sandfleet.client import RuntimeClient
-from sandfleet.cluster.sessions import SessionClient
+from sandfleet.fleet.naming import pool_token_secret_name
+from sandfleet.fleet.pod_index import Pod, PodIndex, feed_pod_index, pod_ip, pod_is_ready
+from sandfleet.fleet.sessions import SessionClient
 from sandfleet.kube import KubeClient
 from sandfleet.logs import get_logger
-from sandfleet.operator.naming import pool_token_secret_name
-from sandfleet.operator.pod_index import Pod, PodIndex, feed_pod_index, pod_ip, pod_is_ready
 
 log = get_logger(__name__)
 

@@ -27,13 +27,13 @@ from sandfleet.errors import SandfleetError
 from sandfleet.gateway.auth import (
     CALLER_METADATA,
     Authenticator,
-    AuthUnavailable,
-    PermissionDenied,
-    Unauthenticated,
+    AuthUnavailableError,
+    PermissionDeniedError,
+    UnauthenticatedError,
     bearer_token,
 )
 from sandfleet.gateway.metrics import GatewayMetrics
-from sandfleet.gateway.requests import InvalidRequest, check_namespace
+from sandfleet.gateway.requests import InvalidRequestError, check_namespace
 from sandfleet.gateway.routes import Route, SessionRoutes
 from sandfleet.logs import get_logger
 from sandfleet_proto.runtime.v1 import (
@@ -86,7 +86,7 @@ _NO_CONNECTION = (
 )
 
 
-class ProxyRefusal(SandfleetError):
+class ProxyRefusedError(SandfleetError):
     """A call the proxy answers itself (no session named, unknown, not ready)."""
 
     def __init__(self, code: grpc.StatusCode, details: str) -> None:
@@ -300,21 +300,21 @@ class RuntimeProxy(_GenericHandler):
         the type checker) when there is none to go to."""
         try:
             return await self._resolve(context.invocation_metadata() or ())
-        except ProxyRefusal as refusal:
+        except ProxyRefusedError as refusal:
             await context.abort(refusal.code, refusal.details)
         return None
 
     async def _resolve(self, metadata: Iterable[tuple[str, Any]]) -> Route:
         named = next((v for k, v in metadata if k == GATEWAY_SESSION_METADATA), None)
         if not isinstance(named, str) or not named:
-            raise ProxyRefusal(
+            raise ProxyRefusedError(
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"the call names no session: send '{GATEWAY_SESSION_METADATA}: "
                 "<namespace>/<name>' metadata (from Claim or Connect) with every runtime call",
             )
         namespace, _, name = named.partition("/")
         if not namespace or not name or "/" in name:
-            raise ProxyRefusal(
+            raise ProxyRefusedError(
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"{GATEWAY_SESSION_METADATA}: {named!r} is not '<namespace>/<name>'",
             )
@@ -324,13 +324,13 @@ class RuntimeProxy(_GenericHandler):
             log.debug("gateway_proxy_refused", session=named, reason="no_session")
             raise refused(named)
         if route.finished:
-            raise ProxyRefusal(
+            raise ProxyRefusedError(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"session {named} has ended (phase {route.phase}): its sandbox is gone; "
                 "claim a new one",
             )
         if not route.ready:
-            raise ProxyRefusal(
+            raise ProxyRefusedError(
                 grpc.StatusCode.UNAVAILABLE,
                 f"session {named} is not ready yet (phase {route.phase or 'unknown'}); "
                 "try again when Connect says it is Ready",
@@ -345,34 +345,34 @@ class RuntimeProxy(_GenericHandler):
         try:
             token = bearer_token(metadata, CALLER_METADATA)
             caller = await self._auth.authenticate(token)
-        except Unauthenticated as error:
+        except UnauthenticatedError as error:
             self._metrics.auth_failed("unauthenticated")
-            raise ProxyRefusal(grpc.StatusCode.UNAUTHENTICATED, str(error)) from None
-        except AuthUnavailable as error:
+            raise ProxyRefusedError(grpc.StatusCode.UNAUTHENTICATED, str(error)) from None
+        except AuthUnavailableError as error:
             self._metrics.auth_failed("unavailable")
-            raise ProxyRefusal(grpc.StatusCode.UNAVAILABLE, str(error)) from None
+            raise ProxyRefusedError(grpc.StatusCode.UNAVAILABLE, str(error)) from None
         try:
             check_namespace(namespace, self._namespaces)
-        except InvalidRequest:
+        except InvalidRequestError:
             # No review of a namespace that cannot hold a served session: the same answer.
             self._metrics.auth_failed("denied")
             log.debug("gateway_proxy_refused", session=named, reason="not_served")
             raise refused(named) from None
         try:
             await self._auth.authorize(caller, PROXY_VERB, namespace)
-        except PermissionDenied as error:
+        except PermissionDeniedError as error:
             self._metrics.auth_failed("denied")
             log.debug("gateway_proxy_refused", session=named, reason="denied", error=str(error))
             raise refused(named) from None
-        except AuthUnavailable as error:
+        except AuthUnavailableError as error:
             self._metrics.auth_failed("unavailable")
-            raise ProxyRefusal(grpc.StatusCode.UNAVAILABLE, str(error)) from None
+            raise ProxyRefusedError(grpc.StatusCode.UNAVAILABLE, str(error)) from None
 
 
-def refused(named: str) -> ProxyRefusal:
+def refused(named: str) -> ProxyRefusedError:
     """The one refusal for a session that does not exist, is in a namespace the caller may
     not use, or whose runtime token the call does not carry: same code, same message."""
-    return ProxyRefusal(
+    return ProxyRefusedError(
         REFUSED_CODE,
         f"session {named} is not available to this caller: no such session, no right to "
         "use sessions in its namespace, or not its runtime token (from Claim or Connect)",

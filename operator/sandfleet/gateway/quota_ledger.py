@@ -35,7 +35,7 @@ WRITE_ATTEMPTS = 20
 """Conflicts in a row before a claim gives up (each means another replica's claim went in)."""
 
 
-class LedgerUnavailable(SandfleetError):
+class LedgerUnavailableError(SandfleetError):
     """The ledger could not be written: the claim is refused rather than left uncounted."""
 
 
@@ -51,7 +51,7 @@ class Reservation:
 
 Entries = dict[str, Reservation]
 Admit = Callable[[Mapping[str, Reservation]], None]
-"""Raises (QuotaExceeded) when the claim does not fit beside these reservations."""
+"""Raises (QuotaExceededError) when the claim does not fit beside these reservations."""
 
 
 class QuotaLedger:
@@ -90,7 +90,7 @@ class QuotaLedger:
         expires by itself."""
         try:
             await self._update(namespace, key, lambda entries: entries.pop(key, None) is not None)
-        except (LedgerUnavailable, SandfleetError) as exc:
+        except (LedgerUnavailableError, SandfleetError) as exc:
             log.warning("quota_release_failed", namespace=namespace, key=key, error=str(exc))
 
     async def forget(self, namespace: str, names: set[str]) -> None:
@@ -134,7 +134,7 @@ class QuotaLedger:
                     return
                 except ConflictError:
                     del self._last[namespace]  # another replica wrote: read it, try again
-            raise LedgerUnavailable(
+            raise LedgerUnavailableError(
                 f"the quota ledger of {namespace} kept changing under {WRITE_ATTEMPTS} writes; "
                 "try again"
             )

@@ -15,17 +15,9 @@ import contextlib
 import secrets
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
-from sandfleet.errors import SandfleetError
-from sandfleet.gateway.claim_types import ClaimFailed, ClaimFailure
+from sandfleet.errors import QuotaExceededError, SandfleetError
+from sandfleet.gateway.claim_types import ClaimError, ClaimFailure
 from sandfleet.gateway.quota_ledger import QuotaLedger, Reservation
-
-
-class QuotaExceeded(SandfleetError):
-    """The namespace would hold more sessions than its limit (RESOURCE_EXHAUSTED)."""
-
-    def __init__(self, namespace: str, message: str) -> None:
-        super().__init__(message)
-        self.namespace = namespace
 
 
 class Quotas:
@@ -68,7 +60,7 @@ class Quotas:
     @contextlib.asynccontextmanager
     async def reserve(self, namespace: str, names: Sequence[str]) -> AsyncIterator[None]:
         """Hold the namespace's quota for `names` (a claim's sessions) for the block; raises
-        QuotaExceeded when they do not fit. The reservation stays in the ledger after a claim
+        QuotaExceededError when they do not fit. The reservation stays in the ledger after a claim
         that worked (until every replica's watch shows its sessions); a failed claim's is
         dropped at once."""
         limit, source = self.limit(namespace)
@@ -81,20 +73,20 @@ class Quotas:
             used = self._count(namespace) + len(self._pending(namespace, reserved, wanted))
             if used + len(wanted) > limit:
                 asked = f"{len(wanted)} more" if len(wanted) > 1 else "another"
-                raise QuotaExceeded(
-                    namespace,
+                raise QuotaExceededError(
                     f"namespace {namespace} has {used} of its {limit} sessions and asks for "
                     f"{asked} ({source}); release some or raise the limit",
+                    namespace=namespace,
                 )
 
         key = secrets.token_hex(8)
         if self._ledger is not None:
             try:
                 await self._ledger.reserve(namespace, key, wanted, admit)
-            except QuotaExceeded:
+            except QuotaExceededError:
                 raise
             except SandfleetError as exc:  # never an uncounted claim: refuse it instead
-                raise ClaimFailed(
+                raise ClaimError(
                     ClaimFailure.UNAVAILABLE, f"the quota of {namespace} cannot be checked: {exc}"
                 ) from exc
         else:

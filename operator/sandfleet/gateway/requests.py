@@ -22,7 +22,7 @@ _ENV_NAME = re.compile(ENV_NAME_PATTERN)
 _CLAIM_ID = re.compile(r"^[A-Za-z0-9._-]{1,63}$")
 
 
-class InvalidRequest(SandfleetError):
+class InvalidRequestError(SandfleetError):
     """A request field is wrong (INVALID_ARGUMENT); the message names the field."""
 
     def __init__(self, field: str, problem: str) -> None:
@@ -32,11 +32,11 @@ class InvalidRequest(SandfleetError):
 
 def check_namespace(namespace: str, served: tuple[str, ...] = ()) -> str:
     if not namespace:
-        raise InvalidRequest("namespace", "required")
+        raise InvalidRequestError("namespace", "required")
     if not _NAMESPACE.match(namespace):
-        raise InvalidRequest("namespace", f"{namespace!r} is not a namespace name")
+        raise InvalidRequestError("namespace", f"{namespace!r} is not a namespace name")
     if served and namespace not in served:
-        raise InvalidRequest(
+        raise InvalidRequestError(
             "namespace", f"this gateway serves only namespaces {', '.join(served)}"
         )
     return namespace
@@ -44,13 +44,15 @@ def check_namespace(namespace: str, served: tuple[str, ...] = ()) -> str:
 
 def check_name(field: str, name: str) -> str:
     if not _NAME.match(name):
-        raise InvalidRequest(field, f"{name!r} is not a Kubernetes object name")
+        raise InvalidRequestError(field, f"{name!r} is not a Kubernetes object name")
     return name
 
 
 def check_timeout(field: str, seconds: float) -> float:
     if math.isnan(seconds) or seconds < 0 or math.isinf(seconds):
-        raise InvalidRequest(field, f"must be 0 or a positive number of seconds, not {seconds}")
+        raise InvalidRequestError(
+            field, f"must be 0 or a positive number of seconds, not {seconds}"
+        )
     return seconds
 
 
@@ -61,21 +63,25 @@ def claim_spec(
     default_timeout_s: float,
     served: tuple[str, ...] = (),
 ) -> ClaimSpec:
-    """The ClaimSpec for a request; InvalidRequest naming the first wrong field."""
+    """The ClaimSpec for a request; InvalidRequestError naming the first wrong field."""
     namespace = check_namespace(request.namespace, served)
     if request.pool and request.template:
-        raise InvalidRequest("pool, template", "set one of them, not both")
+        raise InvalidRequestError("pool, template", "set one of them, not both")
     pool = check_name("pool", request.pool) if request.pool else None
     template = check_name("template", request.template) if request.template else None
     count = request.count or 1
     if count > MAX_CLAIM_COUNT:
-        raise InvalidRequest("count", f"1 to {MAX_CLAIM_COUNT} sandboxes per claim, not {count}")
+        raise InvalidRequestError(
+            "count", f"1 to {MAX_CLAIM_COUNT} sandboxes per claim, not {count}"
+        )
     for name in request.env:
         if not _ENV_NAME.match(name):
-            raise InvalidRequest(f"env[{name!r}]", "not a variable name ([A-Za-z_][A-Za-z0-9_]*)")
+            raise InvalidRequestError(
+                f"env[{name!r}]", "not a variable name ([A-Za-z_][A-Za-z0-9_]*)"
+            )
     generate_name = request.generate_name or DEFAULT_GENERATE_NAME
     if not _PREFIX.match(generate_name):
-        raise InvalidRequest(
+        raise InvalidRequestError(
             "generate_name",
             f"{generate_name!r} is not a name prefix (lower-case letters, digits, '-', '.'; "
             "at most 58 characters)",
@@ -84,10 +90,10 @@ def claim_spec(
         egress = EgressMode(request.egress or EgressMode.NONE)
     except ValueError:
         choices = ", ".join(mode.value for mode in EgressMode)
-        raise InvalidRequest("egress", f"{request.egress!r} is not one of {choices}") from None
+        raise InvalidRequestError("egress", f"{request.egress!r} is not one of {choices}") from None
     timeout_s = check_timeout("timeout_seconds", request.timeout_seconds) or default_timeout_s
     if request.claim_id and not _CLAIM_ID.match(request.claim_id):
-        raise InvalidRequest(
+        raise InvalidRequestError(
             "claim_id", "1 to 63 characters of letters, digits, '.', '_' and '-' (or empty)"
         )
     return ClaimSpec(
@@ -111,11 +117,13 @@ def _files(request: gateway_pb.ClaimRequest) -> list[tuple[str, bytes, int]]:
     for i, item in enumerate(request.files):
         field = f"files[{i}]"
         if not item.path:
-            raise InvalidRequest(f"{field}.path", "required")
+            raise InvalidRequestError(f"{field}.path", "required")
         if "\0" in item.path:
-            raise InvalidRequest(f"{field}.path", "contains a NUL character")
+            raise InvalidRequestError(f"{field}.path", "contains a NUL character")
         if item.mode > 0o7777:
-            raise InvalidRequest(f"{field}.mode", f"{item.mode:o} is not a permission (0-7777)")
+            raise InvalidRequestError(
+                f"{field}.mode", f"{item.mode:o} is not a permission (0-7777)"
+            )
         files.append((item.path, item.content, item.mode or DEFAULT_FILE_MODE))
     return files
 

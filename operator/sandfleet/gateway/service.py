@@ -10,22 +10,22 @@ from typing import Any, NoReturn, Protocol, TypeVar
 import grpc
 import grpc.aio
 
-from sandfleet.errors import SandfleetError
+from sandfleet.errors import QuotaExceededError, SandfleetError
 from sandfleet.gateway.auth import (
     Authenticator,
     AuthError,
-    AuthUnavailable,
+    AuthUnavailableError,
     Caller,
-    PermissionDenied,
-    Unauthenticated,
+    PermissionDeniedError,
+    UnauthenticatedError,
     bearer_token,
 )
 from sandfleet.gateway.claim_ids import planned_session_names
-from sandfleet.gateway.claim_types import Claimed, ClaimFailed, ClaimFailure, ClaimSpec
+from sandfleet.gateway.claim_types import Claimed, ClaimError, ClaimFailure, ClaimSpec
 from sandfleet.gateway.metrics import GatewayMetrics
-from sandfleet.gateway.quotas import QuotaExceeded, Quotas
+from sandfleet.gateway.quotas import Quotas
 from sandfleet.gateway.requests import (
-    InvalidRequest,
+    InvalidRequestError,
     check_name,
     check_namespace,
     check_timeout,
@@ -65,7 +65,7 @@ class ClaimPath(Protocol):
     async def release(self, namespace: str, names: list[str]) -> int: ...
 
 
-class _Refused(SandfleetError):
+class _RefusedError(SandfleetError):
     """End the call with this status; `result` is the claims metric's label."""
 
     def __init__(self, code: grpc.StatusCode, message: str, result: str) -> None:
@@ -82,7 +82,7 @@ def sandbox_message(claimed: Claimed) -> gateway_pb.ClaimedSandbox:
         token=claimed.token,
         pod=claimed.pod,
         warm=claimed.warm,
-        working_dir=claimed.working_dir,
+        working_dir=claimed.workdir,
     )
 
 
@@ -182,15 +182,17 @@ class GatewayServicer(gateway_grpc.GatewayServiceServicer):
         try:
             caller = await self._auth.authenticate(bearer_token(context.invocation_metadata()))
             await self._auth.authorize(caller, verb, namespace)
-        except Unauthenticated as error:
+        except UnauthenticatedError as error:
             self._metrics.auth_failed("unauthenticated")
-            raise _Refused(grpc.StatusCode.UNAUTHENTICATED, str(error), "unauthenticated") from None
-        except PermissionDenied as error:
+            raise _RefusedError(
+                grpc.StatusCode.UNAUTHENTICATED, str(error), "unauthenticated"
+            ) from None
+        except PermissionDeniedError as error:
             self._metrics.auth_failed("denied")
-            raise _Refused(grpc.StatusCode.PERMISSION_DENIED, str(error), "denied") from None
-        except AuthUnavailable as error:
+            raise _RefusedError(grpc.StatusCode.PERMISSION_DENIED, str(error), "denied") from None
+        except AuthUnavailableError as error:
             self._metrics.auth_failed("unavailable")
-            raise _Refused(grpc.StatusCode.UNAVAILABLE, str(error), "unavailable") from None
+            raise _RefusedError(grpc.StatusCode.UNAVAILABLE, str(error), "unavailable") from None
         return caller
 
     async def _answer(
@@ -204,14 +206,14 @@ class GatewayServicer(gateway_grpc.GatewayServiceServicer):
         """Run the call; every failure ends it with a status and a message, never a trace."""
         try:
             return await work()
-        except _Refused as refused:
+        except _RefusedError as refused:
             code, message, result = refused.code, refused.message, refused.result
-        except InvalidRequest as error:
+        except InvalidRequestError as error:
             code, message, result = grpc.StatusCode.INVALID_ARGUMENT, str(error), "invalid"
-        except QuotaExceeded as error:
+        except QuotaExceededError as error:
             self._metrics.quota_rejected(error.namespace)
             code, message, result = grpc.StatusCode.RESOURCE_EXHAUSTED, str(error), "quota"
-        except ClaimFailed as error:
+        except ClaimError as error:
             code, message = _FAILURE_CODES[error.failure], str(error)
             result = _FAILURE_RESULTS[error.failure]
         except AuthError as error:  # a subclass the handlers above do not know yet

@@ -87,15 +87,15 @@ class AuthError(SandfleetError):
     """Authentication or authorization failed; the message is for the caller."""
 
 
-class Unauthenticated(AuthError):
+class UnauthenticatedError(AuthError):
     """No token, or one the API server does not accept."""
 
 
-class PermissionDenied(AuthError):
+class PermissionDeniedError(AuthError):
     """RBAC does not allow the call."""
 
 
-class AuthUnavailable(AuthError):
+class AuthUnavailableError(AuthError):
     """The API server could not answer a review now (try again)."""
 
 
@@ -153,7 +153,7 @@ class Authenticator:
         self._access_reviews: _SingleFlight[str | None] = _SingleFlight()
 
     async def authenticate(self, token: str) -> Caller:
-        """The caller the token belongs to; Unauthenticated when the API server refuses it."""
+        """The caller the token belongs to; UnauthenticatedError when the API server refuses it."""
         digest = hashlib.sha256(token.encode()).digest()
         caller = self._accepted.get(digest)
         if caller is not None:
@@ -165,10 +165,10 @@ class Authenticator:
                 self._accepted[digest] = answer
                 return answer
             self._refused[digest] = refusal = answer
-        raise Unauthenticated(refusal)
+        raise UnauthenticatedError(refusal)
 
     async def check(self, caller: Caller, access: Access) -> None:
-        """PermissionDenied unless RBAC allows `access` to `caller`."""
+        """PermissionDeniedError unless RBAC allows `access` to `caller`."""
         key = (caller.username, caller.uid, caller.groups, caller.extra, access)
         if key in self._access:
             denial = self._access[key]
@@ -176,7 +176,7 @@ class Authenticator:
             denial = await self._access_reviews.run(key, lambda: self._review(caller, access))
             self._access[key] = denial
         if denial is not None:
-            raise PermissionDenied(denial)
+            raise PermissionDeniedError(denial)
 
     async def _review_token(self, token: str) -> Caller | str:
         """The caller, or the refusal message for the caller."""
@@ -230,19 +230,19 @@ class Authenticator:
             return await self._kube.create(path, review)
         except ForbiddenError as error:
             log.error("review_forbidden", server=server, resource=what, error=str(error))
-            raise AuthUnavailable(
+            raise AuthUnavailableError(
                 f"{server} may not create {what} (its RBAC is incomplete): "
                 f"ask the platform team to check {server}'s ClusterRole"
             ) from error
         except KubeConnectionError as error:
             log.warning("review_failed", server=server, resource=what, error=str(error))
-            raise AuthUnavailable(
+            raise AuthUnavailableError(
                 f"the Kubernetes API server does not answer {server}'s {what} now; "
                 "try again shortly"
             ) from error
         except KubeError as error:
             log.warning("review_failed", server=server, resource=what, error=str(error))
-            raise AuthUnavailable(
+            raise AuthUnavailableError(
                 f"the Kubernetes API server could not review the call now ({what}); "
                 "try again shortly"
             ) from error
@@ -259,7 +259,7 @@ def header_token(headers: Mapping[str, str], names: Sequence[str] = (AUTHORIZATI
         token = bearer_token_of(headers.get(name))
         if token is not None:
             return token
-    raise Unauthenticated(
+    raise UnauthenticatedError(
         f"no bearer token: send '{names[-1]}: Bearer <token>' with a token the Kubernetes "
         "API server accepts (`kubectl create token`, a ServiceAccount token)"
     )
@@ -276,9 +276,9 @@ async def http_refusal(
     try:
         caller = await auth.authenticate(header_token(headers, names))
         await auth.check(caller, access)
-    except Unauthenticated as error:
+    except UnauthenticatedError as error:
         return 401, str(error)
-    except PermissionDenied as error:
+    except PermissionDeniedError as error:
         return 403, str(error)
     except AuthError as error:
         return 503, str(error)

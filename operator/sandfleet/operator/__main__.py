@@ -16,14 +16,14 @@ from typing import Any
 import kopf
 
 from sandfleet.api.session_tokens import read_session_key
+from sandfleet.fleet.pod_index import PodIndex, feed_pod_index
+from sandfleet.fleet.resources import PlatformDefaults
 from sandfleet.kube import KubeClient, KubeConfig
 from sandfleet.kube.access_review import Authenticator
 from sandfleet.logs import configure_logging, get_logger
 from sandfleet.operator.context import OperatorContext
 from sandfleet.operator.http_api import build_http_app, serve_http
 from sandfleet.operator.metrics import OperatorMetrics
-from sandfleet.operator.pod_index import PodIndex, feed_pod_index
-from sandfleet.operator.resources import PlatformDefaults
 from sandfleet.operator.settings import OperatorSettings
 from sandfleet.operator.sweeper import sweep_forever
 from sandfleet.operator.trajectory_store import DirectoryTrajectoryStore

@@ -19,13 +19,14 @@ from sandfleet.api import (
     Reason,
     derive_session_token,
 )
+from sandfleet.fleet.claim_patches import adoption_patch
+from sandfleet.fleet.naming import label_value
+from sandfleet.fleet.plans import PlanError
+from sandfleet.fleet.pod_index import Pod
+from sandfleet.fleet.resources import ObjectRef
 from sandfleet.kube import KubeClient, NotFoundError, resource_path
 from sandfleet.logs import get_logger
 from sandfleet.operator.context import OperatorContext
-from sandfleet.operator.naming import label_value
-from sandfleet.operator.plans import PlanError
-from sandfleet.operator.pod_index import Pod
-from sandfleet.operator.resources import ObjectRef, adoption_patch
 
 log = get_logger(__name__)
 

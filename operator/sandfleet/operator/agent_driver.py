@@ -21,12 +21,12 @@ from sandfleet.agent.resume import ResumeError, ResumeState, load_resume_state, 
 from sandfleet.api import AgentSpec, Label, Reason
 from sandfleet.client import RuntimeClient
 from sandfleet.errors import SandfleetError
+from sandfleet.fleet.plans import PlanError
+from sandfleet.fleet.resources import ObjectRef
 from sandfleet.logs import get_logger
 from sandfleet.operator.consented_keys import read_consented_key
 from sandfleet.operator.context import OperatorContext
 from sandfleet.operator.model_endpoints import OPENAI_BASE_URL, EndpointNotAllowedError
-from sandfleet.operator.plans import PlanError
-from sandfleet.operator.resources import ObjectRef
 from sandfleet.operator.session_status import SessionStatus
 from sandfleet.sandbox import Sandbox, SandboxPaths
 from sandfleet.trajectory.writer import TrajectoryWriter

@@ -16,8 +16,8 @@ import base64
 from typing import Literal
 
 from sandfleet.api import CONSENT_VALUE, Label, Reason
+from sandfleet.fleet.plans import PlanError
 from sandfleet.kube import KubeClient, NotFoundError, resource_path
-from sandfleet.operator.plans import PlanError
 
 Kind = Literal["secrets", "configmaps"]
 

@@ -17,11 +17,11 @@ from typing import Any, Protocol
 
 from sandfleet.agent.config import AgentConfig
 from sandfleet.agent.model import Model
+from sandfleet.fleet.pod_index import PodIndex
+from sandfleet.fleet.resources import PlatformDefaults
 from sandfleet.kube import KubeClient
 from sandfleet.operator.metrics import OperatorMetrics
 from sandfleet.operator.model_endpoints import EndpointAllowlist
-from sandfleet.operator.pod_index import PodIndex
-from sandfleet.operator.resources import PlatformDefaults
 from sandfleet.operator.settings import OperatorSettings
 from sandfleet.operator.trajectory_store import TrajectoryStore
 from sandfleet.operator.warm_pools import ClaimsInFlight, PoolTokens

@@ -14,8 +14,8 @@ from typing import Any
 
 from sandfleet.api import RUNTIME_PORT, Component, EgressMode, Label
 from sandfleet.api.egress import PRIVATE_IPV4_RANGES, PRIVATE_IPV6_RANGES
-from sandfleet.operator.naming import label_value, network_policy_name, pool_network_policy_name
-from sandfleet.operator.resources import (
+from sandfleet.fleet.naming import label_value, network_policy_name, pool_network_policy_name
+from sandfleet.fleet.resources import (
     ObjectRef,
     PlatformDefaults,
     common_labels,

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from sandfleet.api import Reason
 from sandfleet.errors import SandfleetError
-from sandfleet.operator.pod_index import Pod, PodIndex, pod_ip, pod_is_ready
+from sandfleet.fleet.pod_index import Pod, PodIndex, pod_ip, pod_is_ready
 
 _IMAGE_PROBLEMS = {
     "ErrImagePull",

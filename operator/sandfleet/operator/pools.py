@@ -26,28 +26,28 @@ from sandfleet.api import (
     Reason,
     SandboxPoolSpec,
 )
-from sandfleet.kube import ConflictError, NotFoundError, resource_path
-from sandfleet.logs import get_logger
-from sandfleet.operator.conditions import set_condition
-from sandfleet.operator.context import OperatorContext
-from sandfleet.operator.naming import label_value, pool_token_secret_name
-from sandfleet.operator.network_policies import (
-    pool_network_policy,
-)
-from sandfleet.operator.plans import PlanError, pool_pod_template
-from sandfleet.operator.pod_index import Pod, pod_is_ready
-from sandfleet.operator.pod_watch import UNSEEN_GRACE_S, pod_problem
-from sandfleet.operator.provisioning import (
-    create_ignoring_conflict,
-    new_token,
-    read_secret_value,
-)
-from sandfleet.operator.resources import (
+from sandfleet.fleet.conditions import set_condition
+from sandfleet.fleet.naming import label_value, pool_token_secret_name
+from sandfleet.fleet.plans import PlanError, pool_pod_template
+from sandfleet.fleet.pod_index import Pod, pod_is_ready
+from sandfleet.fleet.resources import (
     ObjectRef,
     pool_pod,
     pool_token_secret,
     resolve_pod_template,
     template_hash,
+)
+from sandfleet.kube import ConflictError, NotFoundError, resource_path
+from sandfleet.logs import get_logger
+from sandfleet.operator.context import OperatorContext
+from sandfleet.operator.network_policies import (
+    pool_network_policy,
+)
+from sandfleet.operator.pod_watch import UNSEEN_GRACE_S, pod_problem
+from sandfleet.operator.provisioning import (
+    create_ignoring_conflict,
+    new_token,
+    read_secret_value,
 )
 
 log = get_logger(__name__)

@@ -14,21 +14,21 @@ import time
 from typing import Any
 
 from sandfleet.api import TOKEN_SECRET_KEY, EgressMode, PodTemplate, Reason
-from sandfleet.kube import ConflictError, KubeClient, NotFoundError, resource_path
-from sandfleet.logs import get_logger
-from sandfleet.operator.context import OperatorContext
-from sandfleet.operator.naming import bounded_name, token_secret_name
-from sandfleet.operator.network_policies import (
-    session_network_policy,
-)
-from sandfleet.operator.plans import PlanError
-from sandfleet.operator.pod_index import Pod
-from sandfleet.operator.resources import (
+from sandfleet.fleet.claim_patches import claim_patch
+from sandfleet.fleet.naming import bounded_name, token_secret_name
+from sandfleet.fleet.plans import PlanError
+from sandfleet.fleet.pod_index import Pod
+from sandfleet.fleet.resources import (
     ObjectRef,
-    claim_patch,
     resolve_pod_template,
     session_pod,
     session_token_secret,
+)
+from sandfleet.kube import ConflictError, KubeClient, NotFoundError, resource_path
+from sandfleet.logs import get_logger
+from sandfleet.operator.context import OperatorContext
+from sandfleet.operator.network_policies import (
+    session_network_policy,
 )
 
 log = get_logger(__name__)

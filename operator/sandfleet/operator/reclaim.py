@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 
 from sandfleet.api import API_VERSION, SESSION_PLURAL, ReclaimReason
+from sandfleet.fleet.naming import network_policy_name, token_secret_name
 from sandfleet.kube import KubeClient, resource_path
 from sandfleet.logs import get_logger
 from sandfleet.operator.metrics import OperatorMetrics
-from sandfleet.operator.naming import network_policy_name, token_secret_name
 
 log = get_logger(__name__)
 

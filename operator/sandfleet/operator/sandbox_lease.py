@@ -15,13 +15,14 @@ from collections.abc import Callable, Sequence
 from sandfleet.api import TOKEN_SECRET_KEY, ConditionType, EnvVar, Phase, Reason
 from sandfleet.client import RuntimeClient
 from sandfleet.errors import SandboxLostError
+from sandfleet.fleet.naming import pool_token_secret_name
+from sandfleet.fleet.plans import SessionPlan
+from sandfleet.fleet.pod_index import Pod, pod_ip
+from sandfleet.fleet.resources import ObjectRef
 from sandfleet.logs import get_logger
 from sandfleet.operator.adoption import claimed_pod, pool_of, session_token
 from sandfleet.operator.binding import bind_runtime, runtime_address
 from sandfleet.operator.context import OperatorContext
-from sandfleet.operator.naming import pool_token_secret_name
-from sandfleet.operator.plans import SessionPlan
-from sandfleet.operator.pod_index import Pod, pod_ip
 from sandfleet.operator.pod_watch import (
     PodProblem,
     PodWaiter,
@@ -36,7 +37,6 @@ from sandfleet.operator.provisioning import (
     ensure_session_token,
     read_secret_value,
 )
-from sandfleet.operator.resources import ObjectRef
 from sandfleet.operator.session_status import SessionStatus
 
 log = get_logger(__name__)

@@ -20,9 +20,9 @@ from sandfleet.api import (
     Phase,
     Reason,
 )
+from sandfleet.fleet.conditions import rfc3339, set_condition
 from sandfleet.kube import KubeClient, NotFoundError, resource_path
 from sandfleet.logs import get_logger
-from sandfleet.operator.conditions import rfc3339, set_condition
 from sandfleet.operator.metrics import OperatorMetrics
 
 log = get_logger(__name__)

@@ -23,6 +23,8 @@ from sandfleet.api import (
     ReclaimReason,
     SandboxSessionSpec,
 )
+from sandfleet.fleet.plans import PlanError, SessionPlan, parse_session_spec, plan_session
+from sandfleet.fleet.resources import ObjectRef
 from sandfleet.kube import resource_path
 from sandfleet.logs import get_logger
 from sandfleet.operator.adoption import claimed_pod_of
@@ -34,10 +36,8 @@ from sandfleet.operator.agent_driver import (
 )
 from sandfleet.operator.binding import BindError, resolve_files
 from sandfleet.operator.context import OperatorContext
-from sandfleet.operator.plans import PlanError, SessionPlan, parse_session_spec, plan_session
 from sandfleet.operator.pod_watch import PodFailedError, PodLostError
 from sandfleet.operator.reclaim import delete_session, delete_session_children
-from sandfleet.operator.resources import ObjectRef
 from sandfleet.operator.sandbox_lease import LeaseRequest, SandboxLease, lease_sandbox
 from sandfleet.operator.session_status import SessionStatus
 

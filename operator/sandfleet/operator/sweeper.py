@@ -27,10 +27,10 @@ from sandfleet.api import (
     PodState,
     ReclaimReason,
 )
+from sandfleet.fleet.naming import label_value
 from sandfleet.kube import KubeClient, resource_path
 from sandfleet.logs import get_logger
 from sandfleet.operator.metrics import OperatorMetrics
-from sandfleet.operator.naming import label_value
 
 log = get_logger(__name__)
 

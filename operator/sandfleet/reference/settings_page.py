@@ -18,7 +18,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings
 
 from sandfleet.reference.markdown import GENERATED_NOTE, cell, code, table
-from sandfleet.setting_names import env_name, flag_name, public_name
+from sandfleet.setting_names import env_name, flag_name
 
 
 def field_docstrings(model: type[Any]) -> dict[str, str]:
@@ -66,7 +66,7 @@ def cli_settings_rows(model: type[BaseSettings], flags: Mapping[str, str]) -> li
         flag = flag_name(name)
         rows.append(
             [
-                code(public_name(name)),
+                code(name),
                 code(flag) if flag in flags else "-",
                 code(env_name(name)),
                 default_of(field),

@@ -68,7 +68,7 @@ class GatewaySandboxes:
     async def _claimed(self, spec: TaskSpec, tool_timeout_s: float) -> AsyncIterator[Sandbox]:
         # Imported here: a local run need not load the cluster backend.
         from sandfleet.cluster.gateway_backend import GatewayBackend, GatewaySandboxRequest
-        from sandfleet.cluster.manifests import generate_name_for
+        from sandfleet.fleet.manifests import generate_name_for
 
         request = GatewaySandboxRequest(
             self.namespace,

@@ -19,9 +19,9 @@ from sandfleet.gateway.claims import Claimer, ClaimSettings
 from sandfleet.gateway.server import GatewayServer
 from sandfleet.gateway.settings import GatewaySettings
 from sandfleet.kube import KubeClient, KubeConfig
-from tests.cluster.cluster_access import ClusterUnderTest, unavailable
-from tests.cluster.kube_api import KubeApi
-from tests.cluster.operator_harness import (
+from tests.cluster.harness.cluster_access import ClusterUnderTest, unavailable
+from tests.cluster.harness.kube_api import KubeApi
+from tests.cluster.harness.operator_harness import (
     OPERATOR_NAMESPACE,
     OperatorProcess,
     running_operator,

@@ -18,9 +18,9 @@ from sandfleet import Sandbox
 from sandfleet.errors import QuotaExceededError
 from tests.cluster.gateway.conftest import StartGateway, until_claimable
 from tests.cluster.gateway.test_claims import create_pool
-from tests.cluster.gateway_clients import tenant_token
-from tests.cluster.kube_api import KubeApi
-from tests.cluster.operator_harness import (
+from tests.cluster.harness.gateway_clients import tenant_token
+from tests.cluster.harness.kube_api import KubeApi
+from tests.cluster.harness.operator_harness import (
     OPERATOR_NAMESPACE,
     POOLS,
     SESSIONS,

@@ -34,10 +34,10 @@ from sandfleet_proto.runtime.v1 import system_service_pb2 as system_pb
 from sandfleet_proto.runtime.v1 import system_service_pb2_grpc as system_grpc
 from tests.cluster.gateway.conftest import StartGateway, until_claimable
 from tests.cluster.gateway.test_claims import create_pool
-from tests.cluster.gateway_clients import tenant_token
-from tests.cluster.kube_api import KubeApi
-from tests.cluster.measurements import record
-from tests.cluster.operator_harness import POOLS, SESSIONS
+from tests.cluster.harness.gateway_clients import tenant_token
+from tests.cluster.harness.kube_api import KubeApi
+from tests.cluster.harness.measurements import record
+from tests.cluster.harness.operator_harness import POOLS, SESSIONS
 
 pytestmark = pytest.mark.cluster
 

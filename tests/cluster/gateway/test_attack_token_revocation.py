@@ -21,10 +21,10 @@ from sandfleet.errors import GatewayAuthError, SandboxLostError
 from sandfleet.gateway_client import GatewayClient
 from tests.cluster.gateway.conftest import StartGateway, until_claimable
 from tests.cluster.gateway.test_claims import create_pool
-from tests.cluster.gateway_clients import tenant_token
-from tests.cluster.kube_api import KubeApi
-from tests.cluster.measurements import record
-from tests.cluster.operator_harness import POOLS, SESSIONS
+from tests.cluster.harness.gateway_clients import tenant_token
+from tests.cluster.harness.kube_api import KubeApi
+from tests.cluster.harness.measurements import record
+from tests.cluster.harness.operator_harness import POOLS, SESSIONS
 
 pytestmark = pytest.mark.cluster
 

@@ -17,13 +17,13 @@ import pytest
 from sandfleet.api import EgressMode, LifecycleSpec, derive_session_token
 from sandfleet.client import RuntimeClient
 from sandfleet.errors import SandboxLostError
-from sandfleet.gateway.claim_types import Claimed, ClaimFailed, ClaimFailure, ClaimSpec
+from sandfleet.fleet.claim_patches import gateway_claim_patch
+from sandfleet.gateway.claim_types import Claimed, ClaimError, ClaimFailure, ClaimSpec
 from sandfleet.gateway.claims import Claimer
-from sandfleet.operator.resources import gateway_claim_patch
-from tests.cluster.cluster_access import ClusterUnderTest
 from tests.cluster.gateway.conftest import ORPHAN_CLAIM_GRACE_S, MakeClaimer
-from tests.cluster.kube_api import KubeApi
-from tests.cluster.operator_harness import (
+from tests.cluster.harness.cluster_access import ClusterUnderTest
+from tests.cluster.harness.kube_api import KubeApi
+from tests.cluster.harness.operator_harness import (
     OPERATOR_NAMESPACE,
     POOLS,
     SESSIONS,
@@ -34,7 +34,7 @@ from tests.cluster.operator_harness import (
     wait_no_leftovers,
     wait_session,
 )
-from tests.cluster.probe_pods import operator_image, probe_pod, result_of, run_probe
+from tests.cluster.harness.probe_pods import operator_image, probe_pod, result_of, run_probe
 
 pytestmark = pytest.mark.cluster
 
@@ -235,19 +235,19 @@ async def test_an_empty_pool_or_a_template_gives_a_cold_session_and_a_missing_on
     )
     failures = []
     for pool, tpl in (("no-such-pool", None), (None, "no-such-template")):
-        with pytest.raises(ClaimFailed) as missing:
+        with pytest.raises(ClaimError) as missing:
             await claimer.claim(spec(namespace, pool, template=tpl))
         failures.append(missing.value)
 
     assert not from_pool.warm and not from_template.warm
     assert (await run(from_pool, "echo $X")).strip() == "cold"
-    assert from_template.working_dir == "/tmp"
+    assert from_template.workdir == "/tmp"
     assert (await run(from_template, "cat /tmp/note.txt")) == "cold file"
     assert [f.failure for f in failures] == [ClaimFailure.NOT_FOUND, ClaimFailure.NOT_FOUND]
     assert "no-such-pool" in str(failures[0]) and "no-such-template" in str(failures[1])
     connected = await claimer.connect(namespace, from_template.name, 10)
-    assert (connected.token, connected.working_dir) == (from_template.token, "/tmp")
-    with pytest.raises(ClaimFailed) as gone:
+    assert (connected.token, connected.workdir) == (from_template.token, "/tmp")
+    with pytest.raises(ClaimError) as gone:
         await claimer.connect(namespace, "no-such-session", 1)
     assert gone.value.failure is ClaimFailure.NOT_FOUND
     await claimer.release(namespace, [from_pool.name, from_template.name])

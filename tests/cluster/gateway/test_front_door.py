@@ -26,9 +26,9 @@ from sandfleet.errors import (
 )
 from tests.cluster.gateway.conftest import StartGateway, until_claimable
 from tests.cluster.gateway.test_claims import create_pool
-from tests.cluster.gateway_clients import tenant_token
-from tests.cluster.kube_api import KubeApi
-from tests.cluster.operator_harness import (
+from tests.cluster.harness.gateway_clients import tenant_token
+from tests.cluster.harness.kube_api import KubeApi
+from tests.cluster.harness.operator_harness import (
     POOLS,
     SESSIONS,
     phase_is,

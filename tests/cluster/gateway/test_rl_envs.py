@@ -22,9 +22,14 @@ from sandfleet.tool_calls import ToolCall
 from tests.cluster.gateway.conftest import MakeClaimer, StartGateway, until_claimable
 from tests.cluster.gateway.test_claims import create_pool, pool_pods, spec, until_warm
 from tests.cluster.gateway.test_front_door import wait_gone
-from tests.cluster.gateway_clients import tenant_token
-from tests.cluster.kube_api import KubeApi
-from tests.cluster.operator_harness import POOLS, SESSIONS, OperatorProcess, wait_no_leftovers
+from tests.cluster.harness.gateway_clients import tenant_token
+from tests.cluster.harness.kube_api import KubeApi
+from tests.cluster.harness.operator_harness import (
+    POOLS,
+    SESSIONS,
+    OperatorProcess,
+    wait_no_leftovers,
+)
 
 pytestmark = pytest.mark.cluster
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.cluster_access import ClusterUnderTest, unavailable
-from tests.cluster.operator_harness import OperatorProcess, running_operator
+from tests.cluster.harness.cluster_access import ClusterUnderTest, unavailable
+from tests.cluster.harness.operator_harness import OperatorProcess, running_operator
 
 
 @pytest.fixture(scope="package")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.cluster_access import ClusterUnderTest
-from tests.cluster.kube_api import KubeApi
-from tests.cluster.operator_harness import SESSIONS, OperatorProcess, wait_no_leftovers
+from tests.cluster.harness.cluster_access import ClusterUnderTest
+from tests.cluster.harness.kube_api import KubeApi
+from tests.cluster.harness.operator_harness import SESSIONS, OperatorProcess, wait_no_leftovers
 from tests.integration.cli.harness import TaskScripts, cli_environment, read_jsonl, run_cli
 from tests.support.example_bench import EXAMPLE, EXAMPLE_SOLUTIONS
 from tests.support.scripted_openai import ScriptedOpenAIServer

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from tests.cluster.kube_api import KubeApi
-from tests.cluster.operator_harness import (
+from tests.cluster.harness.kube_api import KubeApi
+from tests.cluster.harness.operator_harness import (
     OperatorProcess,
     condition,
     create_session,

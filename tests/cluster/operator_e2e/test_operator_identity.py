@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cluster.kube_api import KubeApi
-from tests.cluster.operator_harness import (
+from tests.cluster.harness.kube_api import KubeApi
+from tests.cluster.harness.operator_harness import (
     OPERATOR_ACCOUNT,
     OPERATOR_NAMESPACE,
     OperatorProcess,

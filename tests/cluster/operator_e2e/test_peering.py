@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.kube_api import KubeApi
-from tests.cluster.operator_harness import (
+from tests.cluster.harness.kube_api import KubeApi
+from tests.cluster.harness.operator_harness import (
     OperatorProcess,
     create_session,
     phase_is,

@@ -9,8 +9,8 @@ import base64
 import pytest
 
 from sandfleet import Sandbox
-from tests.cluster.kube_api import KubeApi
-from tests.cluster.operator_harness import (
+from tests.cluster.harness.kube_api import KubeApi
+from tests.cluster.harness.operator_harness import (
     POOLS,
     OperatorProcess,
     condition,

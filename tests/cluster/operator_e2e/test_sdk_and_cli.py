@@ -16,9 +16,9 @@ import pytest
 
 from sandfleet.cluster import SessionFailedError
 from sandfleet.sandbox import ClusterSandbox, Sandbox
-from tests.cluster.cluster_access import ClusterUnderTest
-from tests.cluster.kube_api import KubeApi
-from tests.cluster.operator_harness import SESSIONS, OperatorProcess, wait_no_leftovers
+from tests.cluster.harness.cluster_access import ClusterUnderTest
+from tests.cluster.harness.kube_api import KubeApi
+from tests.cluster.harness.operator_harness import SESSIONS, OperatorProcess, wait_no_leftovers
 from tests.integration.cli.harness import (
     CLI_TIMEOUT_S,
     cli_environment,
@@ -128,7 +128,7 @@ async def test_run_on_kubernetes_exits_like_the_local_backend_and_keeps_the_sess
     async with ScriptedOpenAIServer([Reply(tool_calls=[bash("true")])] * 9) as model:
         result = await run_cli(
             *cli_args(cluster_under_test, namespace, model),
-            "Never finishes.", "--json", "--ttl", "600",
+            "Never finishes.", "--json", "--ttl-seconds", "600",
             env=cli_environment(tmp_path / "home"), cwd=tmp_path,
         )  # fmt: skip
 

@@ -80,14 +80,14 @@ async def test_a_base_url_without_v1_gets_a_hint_with_the_url_to_try(tmp_path: P
 async def test_a_request_timeout_names_the_limit_and_the_flag(tmp_path: Path) -> None:
     async with ScriptedOpenAIServer([Hang()]) as server:
         result = await run_cli(
-            "run", "hello", *run_flags(server.base_url, tmp_path), "--request-timeout", "1",
+            "run", "hello", *run_flags(server.base_url, tmp_path), "--request-timeout-seconds", "1",
             env=cli_environment(tmp_path / "home"), cwd=tmp_path,
         )  # fmt: skip
 
     assert result.returncode == 3, result
     error = result_error(tmp_path)
     assert f"the model endpoint {server.base_url} timed out: no answer within 1 s" in error
-    assert "--request-timeout" in error and "SANDFLEET_REQUEST_TIMEOUT" in error
+    assert "--request-timeout-seconds" in error and "SANDFLEET_REQUEST_TIMEOUT_SECONDS" in error
 
 
 async def test_batch_without_any_key_for_openai_is_one_line_and_exit_2(tmp_path: Path) -> None:

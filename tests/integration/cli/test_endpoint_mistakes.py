@@ -35,7 +35,7 @@ async def test_an_https_url_for_a_plain_http_server_fails_in_seconds_saying_use_
         started = time.monotonic()
         result = await run_cli(
             "run", "Just submit.", "--id", "tls", "--model", "m", "--base-url", wrong,
-            "--request-timeout", "600", *paths(tmp_path),
+            "--request-timeout-seconds", "600", *paths(tmp_path),
             env=cli_environment(tmp_path / "home"), cwd=tmp_path,
         )  # fmt: skip
         took = time.monotonic() - started

@@ -36,7 +36,7 @@ async def test_a_stalled_request_and_an_overloaded_endpoint_show_as_retries(
     tmp_path: Path,
 ) -> None:
     script = [
-        Reply(tool_calls=[ANSWER], delay_s=6.0),  # stalls past --request-timeout 2
+        Reply(tool_calls=[ANSWER], delay_s=6.0),  # stalls past --request-timeout-seconds 2
         Fail(503, "server overloaded", retry_after_s=0.5),
         Reply(tool_calls=[ANSWER]),  # the third attempt of turn 1
         Reply(tool_calls=[submit()]),
@@ -44,7 +44,7 @@ async def test_a_stalled_request_and_an_overloaded_endpoint_show_as_retries(
     async with ScriptedOpenAIServer(script) as server:
         result = await run_cli(
             "run", "Write 42.", "--id", "retry", "--model", "m", "--base-url", server.base_url,
-            "--request-timeout", "2", "--max-retries", "2",
+            "--request-timeout-seconds", "2", "--max-retries", "2",
             "--results-dir", str(tmp_path / "results"), "--state-dir", str(tmp_path / "state"),
             env=cli_environment(tmp_path / "home"), cwd=tmp_path,
         )  # fmt: skip

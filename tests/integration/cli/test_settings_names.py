@@ -41,7 +41,11 @@ def timeout_observation(tmp_path: Path) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("variable", "deprecated"),
-    [("SANDFLEET_TOOL_TIMEOUT", False), ("SANDFLEET_TOOL_TIMEOUT_S", True)],
+    [
+        ("SANDFLEET_TOOL_TIMEOUT_SECONDS", False),
+        ("SANDFLEET_TOOL_TIMEOUT", True),
+        ("SANDFLEET_TOOL_TIMEOUT_S", True),
+    ],
 )
 async def test_the_tool_timeout_variable_is_named_after_the_flag_and_the_old_name_still_works(
     tmp_path: Path, variable: str, deprecated: bool
@@ -55,7 +59,7 @@ async def test_the_tool_timeout_variable_is_named_after_the_flag_and_the_old_nam
 
     assert result.returncode == 0, result
     assert "The command timed out after 1 seconds" in timeout_observation(tmp_path)
-    expected = ["warning: SANDFLEET_TOOL_TIMEOUT_S is deprecated: use SANDFLEET_TOOL_TIMEOUT"]
+    expected = [f"warning: {variable} is deprecated: use SANDFLEET_TOOL_TIMEOUT_SECONDS"]
     assert warnings_of(result) == (expected if deprecated else []), result
 
 
@@ -96,27 +100,32 @@ async def test_config_shows_each_value_with_its_source_and_masks_the_key(tmp_pat
     assert rows["max_turns"]["source"] == "env SANDFLEET_MAX_TURNS"
     assert rows["max_turns"]["value"] == 7
     assert rows["base_url"]["source"] == f"config {config} (base_url)"
-    # Listed by the public names, those of the flags and the config file (issue 27 item 7).
-    assert {"tool_timeout", "request_timeout", "ttl", "context"} <= set(rows)
-    assert not {"tool_timeout_s", "request_timeout_s", "session_ttl_s", "kube_context"} & set(rows)
-    assert rows["request_timeout"]["value"] == 30
-    assert rows["request_timeout"]["env"] == "SANDFLEET_REQUEST_TIMEOUT"
-    assert rows["tool_timeout"] == {
-        "value": 120.0, "source": "default", "flag": "--tool-timeout",
-        "env": "SANDFLEET_TOOL_TIMEOUT",
+    # Listed by the public names, those of the flags and the config file (issue 27 item 7);
+    # durations say seconds (issue 21 item 5).
+    assert {"tool_timeout_seconds", "request_timeout_seconds", "ttl_seconds", "context"} <= set(
+        rows
+    )
+    assert not {"tool_timeout", "tool_timeout_s", "request_timeout_s", "ttl"} & set(rows)
+    assert rows["request_timeout_seconds"]["value"] == 30
+    assert rows["request_timeout_seconds"]["env"] == "SANDFLEET_REQUEST_TIMEOUT_SECONDS"
+    assert rows["tool_timeout_seconds"] == {
+        "value": 120.0, "source": "default", "flag": "--tool-timeout-seconds",
+        "env": "SANDFLEET_TOOL_TIMEOUT_SECONDS",
     }  # fmt: skip
     assert rows["api_key"] == {
         "value": "****", "source": "env OPENAI_API_KEY", "flag": None, "env": None,
     }  # fmt: skip
     assert warnings_of(as_json) == [
         f"warning: config file {config}: the key request_timeout_s is deprecated: use "
-        "request_timeout"
+        "request_timeout_seconds"
     ]
     assert "sk-very-secret" not in as_json.stdout + as_table.stdout + as_table.stderr
     model_line = next(line for line in as_table.stdout.splitlines() if line.startswith("model "))
     assert model_line.split() == ["model", "flag-model", "flag", "--model", "SANDFLEET_MODEL"]
-    ttl_line = next(line for line in as_table.stdout.splitlines() if line.startswith("ttl "))
-    assert ttl_line.split() == ["ttl", "3600", "default", "--ttl", "SANDFLEET_TTL"]
+    ttl_line = next(line for line in as_table.stdout.splitlines() if line.startswith("ttl_"))
+    assert ttl_line.split() == [
+        "ttl_seconds", "3600", "default", "--ttl-seconds", "SANDFLEET_TTL_SECONDS"
+    ]  # fmt: skip
 
 
 async def test_an_unknown_config_file_key_is_an_error_naming_the_likely_key(
@@ -130,7 +139,7 @@ async def test_an_unknown_config_file_key_is_an_error_naming_the_likely_key(
 
     assert result.returncode == 2, result
     assert result.stderr.startswith(
-        f"error: config file {config}: unknown key tool_timout; did you mean tool_timeout?"
+        f"error: config file {config}: unknown key tool_timout; did you mean tool_timeout_seconds?"
     )
     assert len(result.stderr.splitlines()) == 1
 

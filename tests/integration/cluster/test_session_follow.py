@@ -13,8 +13,8 @@ import pytest
 from aiohttp import web
 
 from sandfleet.api import Phase
-from sandfleet.cluster.sessions import SessionClient, SessionGoneError, SessionWaitTimeoutError
-from sandfleet.cluster.status import SessionState
+from sandfleet.fleet.sessions import SessionClient, SessionGoneError, SessionWaitTimeoutError
+from sandfleet.fleet.status import SessionState
 from sandfleet.kube import KubeClient, KubeConfig
 
 pytestmark = pytest.mark.integration

@@ -15,10 +15,10 @@ from sandfleet.gateway.auth import (
     ACCESS_REVIEWS,
     TOKEN_REVIEWS,
     Authenticator,
-    AuthUnavailable,
+    AuthUnavailableError,
     Caller,
-    PermissionDenied,
-    Unauthenticated,
+    PermissionDeniedError,
+    UnauthenticatedError,
     bearer_token,
 )
 from sandfleet.kube import KubeClient, KubeConfig
@@ -53,7 +53,7 @@ async def test_an_expired_or_wrong_token_is_refused_with_a_plain_message(
     api: tuple[StandInApiServer, KubeClient], token: str
 ) -> None:
     _, kube = api
-    with pytest.raises(Unauthenticated) as refused:
+    with pytest.raises(UnauthenticatedError) as refused:
         await Authenticator(kube).authenticate(token)
     assert str(refused.value) == (
         "the token was not accepted by the Kubernetes API server (expired or wrong)"
@@ -80,7 +80,7 @@ async def test_refused_tokens_are_cached_briefly_then_asked_again(
     server, kube = api
     auth = Authenticator(kube, negative_ttl_s=0.3)
     for _ in range(3):
-        with pytest.raises(Unauthenticated):
+        with pytest.raises(UnauthenticatedError):
             await auth.authenticate("new-token")
     assert server.count("POST", TOKEN_REVIEWS) == 1
     server.accept("new-token", "alice")  # e.g. a token minted a moment after its first use
@@ -116,13 +116,13 @@ async def test_rbac_allows_in_its_namespace_and_names_the_denial_elsewhere(
     }
     assert review["user"] == TRAINER
     assert review["groups"] == ["system:serviceaccounts", "rl"]
-    with pytest.raises(PermissionDenied) as denied:
+    with pytest.raises(PermissionDeniedError) as denied:
         await auth.authorize(caller, "create", "team-b")
     assert str(denied.value) == (
         "user system:serviceaccount:rl:trainer may not create sandboxsessions in namespace team-b"
     )
     with pytest.raises(
-        PermissionDenied, match="may not delete sandboxsessions in namespace team-a"
+        PermissionDeniedError, match="may not delete sandboxsessions in namespace team-a"
     ):
         await auth.authorize(caller, "delete", "team-a")
 
@@ -135,7 +135,7 @@ async def test_access_answers_are_cached_per_user_verb_and_namespace(
     caller = await auth.authenticate("good-token")
     for _ in range(4):
         await auth.authorize(caller, "create", "team-a")
-        with pytest.raises(PermissionDenied):
+        with pytest.raises(PermissionDeniedError):
             await auth.authorize(caller, "create", "team-b")
     assert server.count("POST", ACCESS_REVIEWS) == 2
     server.allow(TRAINER, "create", "team-b")
@@ -150,10 +150,10 @@ async def test_an_api_server_that_does_not_answer_is_unavailable_not_a_refusal()
         port = probe.getsockname()[1]
     async with KubeClient(KubeConfig(server=f"http://127.0.0.1:{port}"), timeout_s=2) as kube:
         auth = Authenticator(kube)
-        with pytest.raises(AuthUnavailable, match="does not answer"):
+        with pytest.raises(AuthUnavailableError, match="does not answer"):
             await auth.authenticate("good-token")
         # Not cached as a refusal: the same token is asked again.
-        with pytest.raises(AuthUnavailable):
+        with pytest.raises(AuthUnavailableError):
             await auth.authenticate("good-token")
         assert len(auth._refused) == 0
 
@@ -171,5 +171,5 @@ def test_bearer_token_from_metadata(metadata: tuple[tuple[str, str], ...], token
 
 @pytest.mark.parametrize("metadata", [(), (("authorization", "Basic abc"),), None])
 def test_no_bearer_token_is_unauthenticated(metadata: object) -> None:
-    with pytest.raises(Unauthenticated, match="no bearer token"):
+    with pytest.raises(UnauthenticatedError, match="no bearer token"):
         bearer_token(metadata)

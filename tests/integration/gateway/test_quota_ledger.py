@@ -10,8 +10,9 @@ import asyncio
 
 import pytest
 
+from sandfleet.errors import QuotaExceededError
 from sandfleet.gateway.quota_ledger import QuotaLedger
-from sandfleet.gateway.quotas import QuotaExceeded, Quotas
+from sandfleet.gateway.quotas import Quotas
 from tests.support.gateway_api import running_api
 
 pytestmark = pytest.mark.integration
@@ -45,7 +46,7 @@ async def test_replicas_claiming_at_once_never_reserve_more_than_the_limit() -> 
                 async with quotas.reserve("team-a", [f"s{index}-a", f"s{index}-b"]):
                     one_more(index)
                     await all_tried.wait()  # every claim stays in flight until all have tried
-            except QuotaExceeded as refused:
+            except QuotaExceededError as refused:
                 one_more(index)
                 assert f"of its {LIMIT} sessions and asks for 2 more" in str(refused)
                 return False
@@ -60,7 +61,7 @@ async def test_replicas_claiming_at_once_never_reserve_more_than_the_limit() -> 
         # Both claims worked: their reservations count until they expire (the sessions will
         # be in every watch by then).
         for quotas in replicas:
-            with pytest.raises(QuotaExceeded):
+            with pytest.raises(QuotaExceededError):
                 async with quotas.reserve("team-a", ["late"]):
                     pass
         now[0] += 16

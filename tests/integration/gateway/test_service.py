@@ -17,7 +17,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sandfleet.api import EgressMode
-from sandfleet.gateway.claim_types import ClaimFailed, ClaimFailure
+from sandfleet.gateway.claim_types import ClaimError, ClaimFailure
 from sandfleet.gateway.server import GatewayServer
 from sandfleet_proto.gateway.v1 import gateway_service_pb2 as gateway_pb
 from sandfleet_proto.gateway.v1 import gateway_service_pb2_grpc as gateway_grpc
@@ -193,7 +193,7 @@ async def test_the_quota_refuses_what_does_not_fit_and_names_the_limit() -> None
 async def test_claim_failures_map_to_their_codes_with_their_message(
     h: Harness, failure: ClaimFailure, code: grpc.StatusCode
 ) -> None:
-    h.claimer.fail_with = ClaimFailed(failure, f"the claim path says {failure.value}")
+    h.claimer.fail_with = ClaimError(failure, f"the claim path says {failure.value}")
     refused = await h.refusal(pool="warm")
     assert (refused.code(), refused.details()) == (code, f"the claim path says {failure.value}")
     assert h.server.quotas.in_use("team-a") == 0  # the reservation ended with the call

@@ -27,7 +27,7 @@ from sandfleet.errors import (
     QuotaExceededError,
     SandboxStartError,
 )
-from sandfleet.gateway.claim_types import ClaimFailed, ClaimFailure
+from sandfleet.gateway.claim_types import ClaimError, ClaimFailure
 from sandfleet.gateway_client import GatewayClient
 from sandfleet.grpc_channel import Tls
 from tests.support.client_gateway import CALLER, CALLER_TOKEN, ClientGateway, client_gateway
@@ -133,12 +133,12 @@ REFUSALS = {
     "unavailable": Refusal(
         grpc.StatusCode.UNAVAILABLE, GatewayStartError, "no sandbox of pool py312 in 30s",
         prepare=_claims_fail(
-            ClaimFailed(ClaimFailure.UNAVAILABLE, "no sandbox of pool py312 in 30s")
+            ClaimError(ClaimFailure.UNAVAILABLE, "no sandbox of pool py312 in 30s")
         ),
     ),
     "not_found": Refusal(
         grpc.StatusCode.NOT_FOUND, GatewayError, "no pool py312 in team-a",
-        prepare=_claims_fail(ClaimFailed(ClaimFailure.NOT_FOUND, "no pool py312 in team-a")),
+        prepare=_claims_fail(ClaimError(ClaimFailure.NOT_FOUND, "no pool py312 in team-a")),
     ),
     "internal": Refusal(  # a bug in the claim path: the gateway logs it, the caller learns little
         grpc.StatusCode.INTERNAL, GatewayError, "gateway error, see its log",
@@ -184,7 +184,7 @@ async def test_a_deadline_exceeded_is_a_start_error(scripted: ScriptedGatewaySer
 
 
 async def test_a_start_failure_is_a_sandbox_start_error_too(gateway: ClientGateway) -> None:
-    gateway.claimer.fail_with = ClaimFailed(ClaimFailure.UNAVAILABLE, "no sandbox in 30s")
+    gateway.claimer.fail_with = ClaimError(ClaimFailure.UNAVAILABLE, "no sandbox in 30s")
     async with GatewayClient(gateway.address, CALLER_TOKEN) as client:
         with pytest.raises(SandboxStartError, match="no sandbox in 30s"):
             await client.claim("team-a")

@@ -52,7 +52,7 @@ async def test_every_call_shape_names_the_session_and_carries_the_session_token(
     try:
         await client.run_command("echo hi > note.txt")  # unary
         chunks = [c async for c in client.stream_command("cat note.txt")]  # server stream
-        remote = f"{gateway.working_dir}/up.bin"
+        remote = f"{gateway.workdir}/up.bin"
         await client.upload(b"payload", remote)  # client stream
         size = await client.download(remote, tmp_path / "down.bin")  # server stream
         await client.bind_session(gateway.runtime_token + "-rotated-x", session="team-a/s1")
@@ -98,8 +98,8 @@ async def test_on_cluster_claims_through_the_gateway_and_close_releases(
 
     assert isinstance(sandbox, ClusterSandbox)
     assert (sandbox.namespace, sandbox.name) == ("team-a", "sbx-0")
-    assert f"routed\n{gateway.working_dir}\n" in shell
-    assert sandbox.paths.working_dir == gateway.working_dir
+    assert f"routed\n{gateway.workdir}\n" in shell
+    assert sandbox.paths.working_dir == gateway.workdir
     assert gateway.methods() == ["Claim", "Release"]
     claim, release = gateway.calls[0][1], gateway.calls[1][1]
     assert (claim.pool, claim.count, claim.generate_name, claim.timeout_seconds) == (
@@ -152,8 +152,8 @@ async def test_sync_sandboxes_through_the_gateway(gateway: ClientGateway, tmp_pa
     def use() -> tuple[str, str, bytes, list[str]]:
         with SyncSandbox.on_cluster("team-a", pool="py312", **options) as sandbox:
             seen = sandbox.call_tool("execute_bash", {"command": "echo sync"})
-            sandbox.upload(b"data", f"{gateway.working_dir}/file.bin")
-            sandbox.download(f"{gateway.working_dir}/file.bin", tmp_path / "back.bin")
+            sandbox.upload(b"data", f"{gateway.workdir}/file.bin")
+            sandbox.download(f"{gateway.workdir}/file.bin", tmp_path / "back.bin")
             ran = sandbox.run("cat file.bin").stdout
         many = SyncSandbox.on_cluster_many(2, "team-a", **options)
         names = [s.sandbox.name for s in many]  # type: ignore[attr-defined]

@@ -25,7 +25,7 @@ import pytest
 import trustme
 
 from sandfleet.kube import KubeApiError, KubeClient, KubeConfig, KubeConnectionError
-from tests.cluster.kube_api import ApiError, KubeApi
+from tests.cluster.harness.kube_api import ApiError, KubeApi
 
 pytestmark = pytest.mark.integration
 

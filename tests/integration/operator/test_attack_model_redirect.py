@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from sandfleet.agent.model import ModelError
 from sandfleet.api import AgentSpec
+from sandfleet.errors import ModelError
+from sandfleet.fleet.pod_index import PodIndex
+from sandfleet.fleet.resources import PlatformDefaults
 from sandfleet.operator.agent_driver import agent_config
 from sandfleet.operator.context import OperatorContext
 from sandfleet.operator.metrics import OperatorMetrics
-from sandfleet.operator.pod_index import PodIndex
-from sandfleet.operator.resources import PlatformDefaults
 from sandfleet.operator.settings import OperatorSettings
 from sandfleet.operator.trajectory_store import DirectoryTrajectoryStore
 

@@ -16,9 +16,9 @@ import pytest
 from sandfleet.api import EnvVar, FileSource, Reason
 from sandfleet.client import RuntimeClient
 from sandfleet.errors import SandboxLostError
+from sandfleet.fleet.plans import PlanError
 from sandfleet.kube import KubeClient, NotFoundError
 from sandfleet.operator.binding import BindError, bind_runtime, resolve_files, runtime_address
-from sandfleet.operator.plans import PlanError
 from sandfleet_runtime.server import RuntimeServer
 from tests.support.runtime_server import running_runtime
 

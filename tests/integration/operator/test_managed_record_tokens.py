@@ -16,11 +16,11 @@ import pytest
 from sandfleet.agent import StopReason, read_trajectory
 from sandfleet.agent.training_rows import training_rows
 from sandfleet.api import AgentSpec
+from sandfleet.fleet.pod_index import PodIndex
+from sandfleet.fleet.resources import ObjectRef, PlatformDefaults
 from sandfleet.operator.agent_driver import agent_config, drive_agent
 from sandfleet.operator.context import OperatorContext
 from sandfleet.operator.metrics import OperatorMetrics
-from sandfleet.operator.pod_index import PodIndex
-from sandfleet.operator.resources import ObjectRef, PlatformDefaults
 from sandfleet.operator.session_status import SessionStatus
 from sandfleet.operator.settings import OperatorSettings
 from sandfleet.operator.trajectory_store import DirectoryTrajectoryStore

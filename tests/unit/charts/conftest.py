@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cluster.cluster_access import unavailable
-from tests.cluster.helm_cli import Helm, helm_binary_path, missing_helm_reason
+from tests.cluster.harness.cluster_access import unavailable
+from tests.cluster.harness.helm_cli import Helm, helm_binary_path, missing_helm_reason
 
 
 @pytest.fixture(scope="session")

@@ -7,8 +7,8 @@ from typing import Any
 
 import yaml
 
-from tests.cluster.helm_cli import CHART_DIR, Helm, find, only
-from tests.cluster.layout import REPO_ROOT
+from tests.cluster.harness.helm_cli import CHART_DIR, Helm, find, only
+from tests.cluster.harness.layout import REPO_ROOT
 
 MANIFESTS = REPO_ROOT / "manifests"
 CLUSTER_ONLY_RESOURCES = {"customresourcedefinitions", "namespaces", "clusterkopfpeerings"}

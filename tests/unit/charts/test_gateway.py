@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sandfleet.api import GATEWAY_PORT, RUNTIME_PORT
-from tests.cluster.helm_cli import Helm, HelmError, Manifest, find, only
+from tests.cluster.harness.helm_cli import Helm, HelmError, Manifest, find, only
 
 GATEWAY = "sandfleet-gateway"
 OPERATOR = "sandfleet-operator"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sandfleet.api import GATEWAY_PORT
-from tests.cluster.helm_cli import Helm, HelmError, only
+from tests.cluster.harness.helm_cli import Helm, HelmError, only
 
 MCP = "sandfleet-mcp"
 ON = {"mcp": {"enabled": True, "pool": "py312"}}

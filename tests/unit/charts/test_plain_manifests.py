@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.cluster.helm_cli import Helm
+from tests.cluster.harness.helm_cli import Helm
 
 ROOT = Path(__file__).resolve().parents[3]
 INSTALL = ROOT / "manifests" / "install"

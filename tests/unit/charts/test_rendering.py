@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cluster.helm_cli import Helm, HelmError, Manifest, find, only
-from tests.cluster.layout import REPO_ROOT
+from tests.cluster.harness.helm_cli import Helm, HelmError, Manifest, find, only
+from tests.cluster.harness.layout import REPO_ROOT
 
 OPERATOR = "sandfleet-operator"
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cluster.helm_cli import CHART_DIR, Helm, HelmError, ci_values_files
+from tests.cluster.harness.helm_cli import CHART_DIR, Helm, HelmError, ci_values_files
 
 VALUES_PATH = CHART_DIR / "values.yaml"
 SCHEMA = json.loads((CHART_DIR / "values.schema.json").read_text())

@@ -19,13 +19,22 @@ def test_typed_flags_override_the_environment_and_absent_ones_fall_through(
         "SANDFLEET_BASE_URL": "http://env/v1",
     }
     args = build_parser().parse_args(
-        ["run", "Say hi.", "--model", "flag-model", "--tool-timeout", "9", "--results-dir", "r"]
+        [
+            "run",
+            "Say hi.",
+            "--model",
+            "flag-model",
+            "--tool-timeout-seconds",
+            "9",
+            "--results-dir",
+            "r",
+        ]
     )
 
     settings = settings_from_arguments(args, environ)
 
     assert settings.model == "flag-model"
-    assert settings.tool_timeout_s == 9
+    assert settings.tool_timeout_seconds == 9
     assert settings.results_dir == Path("r")
     assert settings.max_turns == 7
     assert settings.base_url == "http://env/v1"

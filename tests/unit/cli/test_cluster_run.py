@@ -21,7 +21,7 @@ from sandfleet.cli.execution import ConfigurationError
 from sandfleet.cli.exit_codes import ExitCode, outcome_exit_code
 from sandfleet.cli.main import build_parser, settings_from_arguments
 from sandfleet.cluster.input_files import TextInputs
-from sandfleet.cluster.status import SessionState
+from sandfleet.fleet.status import SessionState
 from sandfleet.settings import Settings, SettingsError, load_settings
 from sandfleet.tasks import TaskSpec
 
@@ -29,7 +29,7 @@ from sandfleet.tasks import TaskSpec
 def test_the_kubernetes_flags_reach_the_settings(tmp_path: Path) -> None:
     args = build_parser().parse_args(
         ["run", "Say hi.", "--backend", "kubernetes", "-n", "agents", "--pool", "warm",
-         "--api-key-secret", "llm:token", "--ttl", "60", "--context", "prod",
+         "--api-key-secret", "llm:token", "--ttl-seconds", "60", "--context", "prod",
          "--kubeconfig", "kc.yaml", "--rm"]
     )  # fmt: skip
 
@@ -38,7 +38,7 @@ def test_the_kubernetes_flags_reach_the_settings(tmp_path: Path) -> None:
     assert settings.backend == "kubernetes"
     assert (settings.namespace, settings.pool, settings.template) == ("agents", "warm", None)
     assert settings.api_key_secret == "llm:token"
-    assert (settings.session_ttl_s, settings.kube_context) == (60, "prod")
+    assert (settings.ttl_seconds, settings.context) == (60, "prod")
     assert settings.kubeconfig == Path("kc.yaml")
     assert args.remove_session is True
 
@@ -74,7 +74,7 @@ def agent_config(base_url: str | None = "http://vllm:8000/v1") -> AgentConfig:
 
 def test_the_session_body_has_the_task_inputs_below_the_input_dir() -> None:
     spec = TaskSpec(task=Task(id="01_sales", prompt="Which region?"))
-    settings = Settings(backend="kubernetes", api_key_secret="llm", session_ttl_s=120)
+    settings = Settings(backend="kubernetes", api_key_secret="llm", ttl_seconds=120)
     inputs = TextInputs(contents={"sales.csv": "region,cents\n"}, modes={"sales.csv": 0o640})
 
     body = session_for_task(spec, agent_config(), settings, inputs)

@@ -25,7 +25,7 @@ def test_the_gateway_flags_reach_the_settings(tmp_path: Path) -> None:
         assert (settings.backend, settings.gateway, settings.namespace) == (
             "kubernetes", "gw.example:443", "agents",
         )  # fmt: skip
-        assert (settings.template, settings.kube_context, settings.managed) == (
+        assert (settings.template, settings.context, settings.managed) == (
             "py312", "prod", False,
         )  # fmt: skip
 

@@ -1,5 +1,5 @@
-"""One public name per setting (the flag's), its variable and config key, deprecated aliases,
-and did-you-mean for names nobody reads."""
+"""One public name per setting (the field's), its flag, variable and config key, deprecated
+aliases, and did-you-mean for names nobody reads."""
 
 from __future__ import annotations
 
@@ -37,22 +37,43 @@ def test_every_setting_flag_is_the_settings_public_name() -> None:
             assert flag_name(field) in options[field], (field, options[field])
 
 
-def test_variables_are_named_after_the_flags() -> None:
-    assert env_name("tool_timeout_s") == "SANDFLEET_TOOL_TIMEOUT"
-    assert env_name("request_timeout_s") == "SANDFLEET_REQUEST_TIMEOUT"
-    assert env_name("session_ttl_s") == "SANDFLEET_TTL"
-    assert env_name("kube_context") == "SANDFLEET_CONTEXT"
-    assert env_name("max_turns") == "SANDFLEET_MAX_TURNS"
+def test_variables_and_flags_are_named_after_the_fields_and_durations_say_seconds() -> None:
+    assert env_name("tool_timeout_seconds") == "SANDFLEET_TOOL_TIMEOUT_SECONDS"
+    assert env_name("request_timeout_seconds") == "SANDFLEET_REQUEST_TIMEOUT_SECONDS"
+    assert env_name("ttl_seconds") == "SANDFLEET_TTL_SECONDS"
+    assert env_name("context") == "SANDFLEET_CONTEXT"
+    assert flag_name("ttl_seconds") == "--ttl-seconds"
+    durations = [f for f in CONFIGURABLE_FIELDS if "timeout" in f or "ttl" in f]
+    assert durations and all(field.endswith("_seconds") for field in durations), durations
 
 
 def test_the_public_name_wins_over_a_deprecated_alias_set_alongside() -> None:
     layer = environment_values(
-        {"SANDFLEET_TOOL_TIMEOUT": "5", "SANDFLEET_TOOL_TIMEOUT_S": "9"}, CONFIGURABLE_FIELDS
+        {"SANDFLEET_TOOL_TIMEOUT_SECONDS": "5", "SANDFLEET_TOOL_TIMEOUT": "9"}, CONFIGURABLE_FIELDS
     )
 
-    assert layer.values == {"tool_timeout_s": "5"}
-    assert layer.sources == {"tool_timeout_s": "SANDFLEET_TOOL_TIMEOUT"}
-    assert layer.notices == ["SANDFLEET_TOOL_TIMEOUT_S is deprecated: use SANDFLEET_TOOL_TIMEOUT"]
+    assert layer.values == {"tool_timeout_seconds": "5"}
+    assert layer.sources == {"tool_timeout_seconds": "SANDFLEET_TOOL_TIMEOUT_SECONDS"}
+    assert layer.notices == [
+        "SANDFLEET_TOOL_TIMEOUT is deprecated: use SANDFLEET_TOOL_TIMEOUT_SECONDS"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("old", "field"),
+    [
+        ("SANDFLEET_TOOL_TIMEOUT", "tool_timeout_seconds"),
+        ("SANDFLEET_TOOL_TIMEOUT_S", "tool_timeout_seconds"),
+        ("SANDFLEET_REQUEST_TIMEOUT", "request_timeout_seconds"),
+        ("SANDFLEET_TTL", "ttl_seconds"),
+        ("SANDFLEET_KUBE_CONTEXT", "context"),
+    ],
+)
+def test_an_old_variable_alone_still_sets_its_setting_with_a_warning(old: str, field: str) -> None:
+    layer = environment_values({old: "7"}, CONFIGURABLE_FIELDS)
+
+    assert layer.values == {field: "7"}
+    assert layer.notices == [f"{old} is deprecated: use {env_name(field)}"]
 
 
 def test_other_components_variables_and_empty_ones_are_not_reported() -> None:
@@ -84,16 +105,34 @@ def test_sandfleet_api_key_alone_says_how_the_key_is_read() -> None:
 
 
 def test_config_keys_take_the_public_name_and_the_old_one_with_a_notice() -> None:
-    layer = config_values(
-        {"tool_timeout": 3, "request_timeout_s": 4, "modle": "x"}, CONFIGURABLE_FIELDS, where="f"
-    )
+    table = {"tool_timeout_seconds": 3, "request_timeout": 4, "ttl": 5, "modle": "x"}
+    layer = config_values(table, CONFIGURABLE_FIELDS, where="f")
 
-    assert layer.values == {"tool_timeout_s": 3, "request_timeout_s": 4}
+    assert layer.values == {
+        "tool_timeout_seconds": 3,
+        "request_timeout_seconds": 4,
+        "ttl_seconds": 5,
+    }
     assert layer.unknown == ["modle"]
     assert layer.notices == [
-        "f: the key request_timeout_s is deprecated: use request_timeout",
+        "f: the key request_timeout is deprecated: use request_timeout_seconds",
+        "f: the key ttl is deprecated: use ttl_seconds",
         "f: unknown key modle; did you mean model?",
     ]
+
+
+def test_an_old_flag_spelling_still_sets_its_setting_with_a_warning() -> None:
+    from sandfleet.cli.renamed_flags import flag_notices
+
+    args = build_parser().parse_args(["run", "--tool-timeout", "7", "--ttl", "9", "task"])
+
+    assert (args.tool_timeout_seconds, args.ttl_seconds) == (7.0, 9)
+    assert flag_notices(args) == [
+        "--tool-timeout is deprecated: use --tool-timeout-seconds",
+        "--ttl is deprecated: use --ttl-seconds",
+    ]
+    fresh = build_parser().parse_args(["run", "--tool-timeout-seconds", "7", "task"])
+    assert (fresh.tool_timeout_seconds, flag_notices(fresh)) == (7.0, [])
 
 
 INVALID = "argument COMMAND: invalid choice:"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sandfleet.cluster.input_files import read_text_inputs
-from sandfleet.cluster.manifests import ManifestError
+from sandfleet.fleet.manifests import ManifestError
 
 
 def test_text_files_and_contents_are_read_with_the_local_modes(tmp_path: Path) -> None:

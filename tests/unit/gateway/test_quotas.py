@@ -8,7 +8,8 @@ import collections
 
 import pytest
 
-from sandfleet.gateway.quotas import QuotaExceeded, Quotas
+from sandfleet.errors import QuotaExceededError
+from sandfleet.gateway.quotas import Quotas
 
 
 def quotas(
@@ -32,7 +33,7 @@ async def test_a_reservation_counts_until_its_block_ends() -> None:
     sessions["team-a"] = 1
     async with q.reserve("team-a", ["a", "b"]):
         assert q.in_use("team-a") == 3
-        with pytest.raises(QuotaExceeded) as refused:
+        with pytest.raises(QuotaExceededError) as refused:
             async with q.reserve("team-a", ["c"]):
                 pass
     assert str(refused.value) == (

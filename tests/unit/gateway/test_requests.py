@@ -7,7 +7,7 @@ import math
 import pytest
 
 from sandfleet.api import EgressMode, LifecycleSpec
-from sandfleet.gateway.requests import InvalidRequest, check_namespace, claim_spec
+from sandfleet.gateway.requests import InvalidRequestError, check_namespace, claim_spec
 from sandfleet_proto.gateway.v1 import gateway_service_pb2 as gateway_pb
 
 
@@ -72,14 +72,14 @@ def test_values_pass_through() -> None:
     ],
 )
 def test_refusals_name_the_field(fields: dict[str, object], field: str) -> None:
-    with pytest.raises(InvalidRequest) as refused:
+    with pytest.raises(InvalidRequestError) as refused:
         spec(**fields)
     assert refused.value.field == field
     assert str(refused.value).startswith(f"{field}: ")
 
 
 def test_a_gateway_serving_some_namespaces_names_them() -> None:
-    with pytest.raises(InvalidRequest, match="serves only namespaces team-a, team-b"):
+    with pytest.raises(InvalidRequestError, match="serves only namespaces team-a, team-b"):
         check_namespace("team-c", ("team-a", "team-b"))
 
 
@@ -95,5 +95,5 @@ def test_a_claim_id_passes_through_and_a_malformed_one_is_refused_by_name() -> N
         == ""
     )
     for bad in ("has space", "x" * 64, "slash/y"):
-        with pytest.raises(InvalidRequest, match="claim_id"):
+        with pytest.raises(InvalidRequestError, match="claim_id"):
             spec(claim_id=bad)

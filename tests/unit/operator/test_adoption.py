@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
+from sandfleet.fleet.naming import label_value
 from sandfleet.operator.adoption import (
     adoption_problem,
     claimed_pod_of,
     pool_of,
 )
-from sandfleet.operator.naming import label_value
 
 NS = "team-a"
 LONG = "a-session-name-that-is-far-longer-than-any-label-may-be-" * 2

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from sandfleet.api import AgentSpec
+from sandfleet.fleet.pod_index import PodIndex
+from sandfleet.fleet.resources import PlatformDefaults
 from sandfleet.operator.agent_driver import agent_config
 from sandfleet.operator.context import OperatorContext
 from sandfleet.operator.metrics import OperatorMetrics
-from sandfleet.operator.pod_index import PodIndex
-from sandfleet.operator.resources import PlatformDefaults
 from sandfleet.operator.settings import OperatorSettings
 from sandfleet.operator.trajectory_store import DirectoryTrajectoryStore
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from sandfleet.api import Reason
+from sandfleet.fleet.pod_index import Pod, PodIndex
 from sandfleet.operator import pod_watch
-from sandfleet.operator.pod_index import Pod, PodIndex
 from sandfleet.operator.pod_watch import (
     PodFailedError,
     PodLostError,

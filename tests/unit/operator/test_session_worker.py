@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from sandfleet.api import API_VERSION, SESSION_PLURAL, Phase, Reason
+from sandfleet.fleet.pod_index import PodIndex
+from sandfleet.fleet.resources import PlatformDefaults
 from sandfleet.kube import NotFoundError
 from sandfleet.operator import session_worker
 from sandfleet.operator.context import OperatorContext
 from sandfleet.operator.metrics import OperatorMetrics
-from sandfleet.operator.pod_index import PodIndex
 from sandfleet.operator.pod_watch import PodFailedError, PodProblem
-from sandfleet.operator.resources import PlatformDefaults
 from sandfleet.operator.sandbox_lease import LeaseRequest
 from sandfleet.operator.session_status import SessionStatus
 from sandfleet.operator.session_worker import SessionWorker
