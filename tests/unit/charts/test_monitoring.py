@@ -16,7 +16,7 @@ import pytest
 
 from sandfleet.reference.metrics_page import series_names
 from sandfleet.reference.pages import metric_registries
-from tests.cluster.helm_cli import Helm, Manifest, find, only
+from tests.cluster.harness.helm_cli import Helm, Manifest, find, only
 
 PROMETHEUS_OWN = frozenset({"up"})
 """Series Prometheus itself records for every target (what the health panels and the
