@@ -22,7 +22,7 @@ from sandfleet.api import API_VERSION, POOL_PLURAL, SESSION_PLURAL
 from sandfleet.client import RuntimeClient
 from sandfleet.errors import SandfleetError
 from sandfleet.kube import KubeClient, resource_path
-from sandfleet.sandbox import ClusterSandbox
+from sandfleet.sandbox.facade import ClusterSandbox
 from tests.support.stats import percentile
 
 POOL = "warm"

@@ -39,7 +39,7 @@ from sandfleet.rl import (
     TrainingRowsError,
     episode_row,
 )
-from sandfleet.sandbox_core import SandboxCore
+from sandfleet.sandbox.core import SandboxCore
 from sandfleet.tool_calls import ToolCall
 
 

@@ -22,22 +22,22 @@ __all__ = [
 ]
 
 _LAZY = {
-    "Sandbox": "sandfleet.sandbox",
-    "SandboxPaths": "sandfleet.backend",
+    "Sandbox": "sandfleet.sandbox.facade",
+    "SandboxPaths": "sandfleet.sandbox.backend",
     "RuntimeClient": "sandfleet.client",
     "SandfleetError": "sandfleet.errors",
     "SandboxLostError": "sandfleet.errors",
     "ToolError": "sandfleet.errors",
     "GatewayError": "sandfleet.errors",
-    "SyncSandbox": "sandfleet.sync",
+    "SyncSandbox": "sandfleet.sandbox.sync",
 }
 
 if TYPE_CHECKING:
-    from sandfleet.backend import SandboxPaths
     from sandfleet.client import RuntimeClient
     from sandfleet.errors import GatewayError, SandboxLostError, SandfleetError, ToolError
-    from sandfleet.sandbox import Sandbox
-    from sandfleet.sync import SyncSandbox
+    from sandfleet.sandbox.backend import SandboxPaths
+    from sandfleet.sandbox.facade import Sandbox
+    from sandfleet.sandbox.sync import SyncSandbox
 
 
 def __getattr__(name: str) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandfleet.copy_back import relative_parts
+from sandfleet.sandbox.copy_back import relative_parts
 
 ROOT = "/testbed/output"
 

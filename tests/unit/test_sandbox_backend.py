@@ -6,10 +6,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from sandfleet.backend import OpenedSandbox, SandboxBackend, SandboxPaths
 from sandfleet.client import RuntimeClient
 from sandfleet.cluster.status import SessionState
-from sandfleet.sandbox import ClusterSandbox, Sandbox
+from sandfleet.sandbox.backend import OpenedSandbox, SandboxBackend, SandboxPaths
+from sandfleet.sandbox.facade import ClusterSandbox, Sandbox
 
 PATHS = SandboxPaths.under("/work")
 

@@ -21,7 +21,6 @@ from rich.text import Text
 
 from sandfleet.agent import AgentConfig, StopReason
 from sandfleet.api import ConditionType, Phase, Reason
-from sandfleet.backend import SandboxPaths
 from sandfleet.cli.consoles import error_console
 from sandfleet.cli.execution import ConfigurationError
 from sandfleet.cli.interrupts import run_until_interrupted
@@ -39,6 +38,7 @@ from sandfleet.cluster.manifests import (
 from sandfleet.cluster.sessions import SessionClient, SessionGoneError
 from sandfleet.cluster.status import SessionState
 from sandfleet.errors import SandfleetError
+from sandfleet.sandbox.backend import SandboxPaths
 from sandfleet.settings import Settings
 from sandfleet.tasks import TaskSpec
 

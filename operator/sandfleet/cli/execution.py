@@ -32,11 +32,11 @@ from sandfleet.cli.results import (
     new_run_folder,
     write_result_file,
 )
-from sandfleet.copy_back import CopyLimits, CopyReport
 from sandfleet.errors import SandfleetError
 from sandfleet.local import LocalSandboxConfig
 from sandfleet.logs import get_logger
-from sandfleet.sandbox import ClusterSandbox, Sandbox, SandboxPaths
+from sandfleet.sandbox.copy_back import CopyLimits, CopyReport
+from sandfleet.sandbox.facade import ClusterSandbox, Sandbox, SandboxPaths
 from sandfleet.settings import Settings
 from sandfleet.tasks import TaskSpec, template_notices
 

@@ -24,13 +24,13 @@ from sandfleet.cli.interrupts import run_until_interrupted
 from sandfleet.cli.results import ExitCode
 from sandfleet.cli.run import add_gateway_argument, add_session_target_arguments
 from sandfleet.mcp import INSTALL_HINT, mcp_available
-from sandfleet.sandbox import Sandbox
+from sandfleet.sandbox.facade import Sandbox
 from sandfleet.settings import Settings
 
 if TYPE_CHECKING:
     from sandfleet.cluster.gateway_target import GatewayTarget
     from sandfleet.mcp.tools import Caller, SandboxOpener
-    from sandfleet.sandbox_core import SandboxCore
+    from sandfleet.sandbox.core import SandboxCore
 
 API_KEY_ENV = "SANDFLEET_MCP_API_KEY"
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")

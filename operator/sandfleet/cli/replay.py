@@ -25,7 +25,7 @@ from sandfleet.cli.execution import sandbox_config
 from sandfleet.cli.interrupts import run_until_interrupted
 from sandfleet.cli.results import ExitCode
 from sandfleet.errors import SandboxLostError, SandfleetError
-from sandfleet.sandbox import Sandbox, SandboxPaths
+from sandfleet.sandbox.facade import Sandbox, SandboxPaths
 from sandfleet.settings import Settings
 from sandfleet.tool_calls import SUBMIT, ToolCall, tool_specs
 

@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sandfleet.api import RUNTIME_PORT, EgressMode, LifecycleSpec, PodTemplate
-from sandfleet.backend import OpenedSandbox, SandboxPaths
 from sandfleet.client import RuntimeClient
 from sandfleet.cluster.manifests import (
     DEFAULT_GENERATE_NAME,
@@ -23,6 +22,7 @@ from sandfleet.cluster.status import SessionState
 from sandfleet.errors import SandboxLostError, SandboxStartError
 from sandfleet.kube import KubeClient, KubeConfig
 from sandfleet.logs import get_logger
+from sandfleet.sandbox.backend import OpenedSandbox, SandboxPaths
 
 log = get_logger(__name__)
 

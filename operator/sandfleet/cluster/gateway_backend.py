@@ -14,13 +14,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sandfleet.api import EgressMode, LifecycleSpec
-from sandfleet.backend import OpenedSandbox, SandboxPaths
 from sandfleet.client import RuntimeClient
 from sandfleet.cluster.gateway_target import GatewayTarget, resolve_gateway
 from sandfleet.cluster.manifests import DEFAULT_GENERATE_NAME, default_paths
 from sandfleet.errors import GatewayError, GatewayUnreachableError
 from sandfleet.gateway_client import GatewayClient, GatewaySandboxInfo
 from sandfleet.logs import get_logger
+from sandfleet.sandbox.backend import OpenedSandbox, SandboxPaths
 
 log = get_logger(__name__)
 

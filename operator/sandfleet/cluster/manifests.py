@@ -32,8 +32,8 @@ from sandfleet.api import (
     PodTemplate,
     SandboxSessionSpec,
 )
-from sandfleet.backend import SandboxPaths
 from sandfleet.errors import SandfleetError
+from sandfleet.sandbox.backend import SandboxPaths
 
 DEFAULT_GENERATE_NAME = "sbx-"
 DEFAULT_API_KEY_SECRET_KEY = "api-key"

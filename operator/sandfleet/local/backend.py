@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from sandfleet.backend import OpenedSandbox
 from sandfleet.client import RuntimeClient
 from sandfleet.local.config import LocalSandboxConfig
 from sandfleet.local.launcher import LocalRuntime, launch_local_runtime
+from sandfleet.sandbox.backend import OpenedSandbox
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

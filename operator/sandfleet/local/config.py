@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from sandfleet.backend import SandboxPaths
+from sandfleet.sandbox.backend import SandboxPaths
 
 Isolation = Literal["auto", "namespaces", "none"]
 NamespaceTool = Literal["auto", "bwrap", "unshare"]

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
-from sandfleet.backend import SandboxPaths
 from sandfleet.errors import SandboxStartError
 from sandfleet.local.cgroups import join
 from sandfleet.local.config import LocalSandboxConfig
@@ -36,6 +35,7 @@ from sandfleet.local.spawning import (
     spawn_plan,
 )
 from sandfleet.logs import get_logger
+from sandfleet.sandbox.backend import SandboxPaths
 
 log = get_logger(__name__)
 

@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from sandfleet.backend import SandboxPaths
 from sandfleet.errors import SandboxStartError
+from sandfleet.sandbox.backend import SandboxPaths
 
 MountKind = Literal["bind", "symlink", "tmpfs", "dev", "proc", "readonly"]
 HostEntryKind = Literal["dir", "file", "symlink"]

@@ -16,7 +16,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
-from sandfleet.backend import SandboxPaths
 from sandfleet.errors import SandboxStartError
 from sandfleet.local.accounts import write_account_files
 from sandfleet.local.cgroups import create_cgroups, limit_and_delegate, planned_cgroups
@@ -41,6 +40,7 @@ from sandfleet.local.nsinit import NO_LIBSECCOMP, export_seccomp
 from sandfleet.local.processes import SANDBOX_ID_ENV, ProcessIdentity, boot_id
 from sandfleet.local.python_shims import python_path_entries, write_python_shims
 from sandfleet.local.registry import Registry, SandboxRecord
+from sandfleet.sandbox.backend import SandboxPaths
 
 _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Packages the agent imports; wherever they are installed must stay visible inside.

@@ -29,7 +29,7 @@ from sandfleet.logs import configure_logging, get_logger
 from sandfleet.mcp import server
 from sandfleet.mcp.openers import as_caller, claimed_sandbox
 from sandfleet.mcp.tools import Caller, Identity, SandboxOpener
-from sandfleet.sandbox_core import SandboxCore
+from sandfleet.sandbox.core import SandboxCore
 
 log = get_logger(__name__)
 

@@ -29,7 +29,7 @@ from sandfleet.operator.model_endpoints import OPENAI_BASE_URL, EndpointNotAllow
 from sandfleet.operator.plans import PlanError
 from sandfleet.operator.resources import ObjectRef
 from sandfleet.operator.session_status import SessionStatus
-from sandfleet.sandbox import Sandbox, SandboxPaths
+from sandfleet.sandbox.facade import Sandbox, SandboxPaths
 
 log = get_logger(__name__)
 

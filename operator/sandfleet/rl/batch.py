@@ -18,7 +18,7 @@ from sandfleet.errors import SandboxLostError
 from sandfleet.logs import get_logger
 from sandfleet.rl.env import SandboxEnv
 from sandfleet.rl.episode import EnvConfig, Observation, RewardFn, StepInfo, StepResult
-from sandfleet.sandbox_core import SandboxCore, close_all
+from sandfleet.sandbox.core import SandboxCore, close_all
 from sandfleet.tool_calls import ToolCall
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class SandboxEnvBatch:
     ) -> Self:
         """`count` local sandboxes (all or none)."""
         from sandfleet.local import LocalBackend, LocalSandboxConfig
-        from sandfleet.sandbox import Sandbox
+        from sandfleet.sandbox.facade import Sandbox
 
         if count < 1:
             raise ValueError(f"count must be at least 1, not {count}")
@@ -105,7 +105,7 @@ class SandboxEnvBatch:
     ) -> Self:
         """`count` sandboxes from one gateway claim; `options` are Sandbox.on_cluster_many's
         (pool, template, gateway, token, ...)."""
-        from sandfleet.sandbox import Sandbox
+        from sandfleet.sandbox.facade import Sandbox
 
         sandboxes = await Sandbox.on_cluster_many(count, namespace, **options)
         return cls.of(sandboxes, config, reward=reward)

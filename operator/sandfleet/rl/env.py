@@ -39,7 +39,7 @@ from sandfleet.rl.episode import (
     new_episode_id,
     prompt_messages,
 )
-from sandfleet.sandbox_core import SandboxCore
+from sandfleet.sandbox.core import SandboxCore
 from sandfleet.tool_calls import (
     SUBMITTED_OBSERVATION,
     BashRequest,

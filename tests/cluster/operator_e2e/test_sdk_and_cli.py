@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from sandfleet.cluster import SessionFailedError
-from sandfleet.sandbox import ClusterSandbox, Sandbox
+from sandfleet.sandbox.facade import ClusterSandbox, Sandbox
 from tests.cluster.cluster_access import ClusterUnderTest
 from tests.cluster.kube_api import KubeApi
 from tests.cluster.operator_harness import SESSIONS, OperatorProcess, wait_no_leftovers

@@ -12,7 +12,7 @@ from aiohttp import web
 
 from sandfleet.cluster import SessionFailedError
 from sandfleet.kube import KubeClient, KubeConfig
-from sandfleet.sandbox import Sandbox
+from sandfleet.sandbox.facade import Sandbox
 
 pytestmark = pytest.mark.integration
 

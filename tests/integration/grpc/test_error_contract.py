@@ -13,7 +13,7 @@ import pytest
 from sandfleet.agent import execute_tool_call
 from sandfleet.client import RuntimeClient
 from sandfleet.errors import ToolError
-from sandfleet.sandbox import Sandbox
+from sandfleet.sandbox.facade import Sandbox
 from sandfleet.tool_calls import ToolCall
 from sandfleet_runtime.server import RuntimeServer
 

@@ -16,8 +16,8 @@ import pytest
 from sandfleet.api import GATEWAY_SESSION_METADATA
 from sandfleet.client import RuntimeClient
 from sandfleet.errors import GatewayAuthError, ToolError
-from sandfleet.sandbox import ClusterSandbox, Sandbox
-from sandfleet.sync import SyncSandbox
+from sandfleet.sandbox.facade import ClusterSandbox, Sandbox
+from sandfleet.sandbox.sync import SyncSandbox
 from tests.support.client_gateway import CALLER_TOKEN, ClientGateway, client_gateway
 from tests.support.runtime_server import running_runtime
 

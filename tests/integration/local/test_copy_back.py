@@ -12,9 +12,9 @@ import grpc
 import pytest
 
 from sandfleet.client import RuntimeClient
-from sandfleet.copy_back import CopyLimits, copy_tree
 from sandfleet.local import LocalSandboxConfig
-from sandfleet.sandbox import Sandbox
+from sandfleet.sandbox.copy_back import CopyLimits, copy_tree
+from sandfleet.sandbox.facade import Sandbox
 from sandfleet_proto.runtime.v1 import file_service_pb2 as file_pb
 from sandfleet_proto.runtime.v1 import file_service_pb2_grpc as file_grpc
 from sandfleet_runtime.servicers import FileServicer

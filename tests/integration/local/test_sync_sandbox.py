@@ -10,7 +10,7 @@ import pytest
 
 from sandfleet.client import RuntimeClient
 from sandfleet.errors import SandboxLostError
-from sandfleet.sync import SyncSandbox
+from sandfleet.sandbox.sync import SyncSandbox
 from tests.integration.local.conftest import config_for
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ import pytest
 
 from sandfleet.local.isolation import SANDBOX_UID, bwrap_options, nsinit_spec, unshare_command
 from sandfleet.local.layout import host_path, plan_layout, scan_host_root
-from sandfleet.sandbox import SandboxPaths
+from sandfleet.sandbox.facade import SandboxPaths
 from tests.integration.local.conftest import NAMESPACED, mechanism_params
 
 pytestmark = pytest.mark.integration

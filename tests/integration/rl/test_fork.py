@@ -8,12 +8,12 @@ import tarfile
 import pytest
 
 from sandfleet import Sandbox
-from sandfleet.backend import OpenedSandbox
 from sandfleet.client import RuntimeClient
 from sandfleet.errors import SandboxLostError, SandboxStartError, SandfleetError
 from sandfleet.local import LocalBackend, LocalRuntime, LocalSandboxConfig
-from sandfleet.sandbox_core import SandboxCore
-from sandfleet.sync import SyncSandbox
+from sandfleet.sandbox.backend import OpenedSandbox
+from sandfleet.sandbox.core import SandboxCore
+from sandfleet.sandbox.sync import SyncSandbox
 
 pytestmark = pytest.mark.integration
 

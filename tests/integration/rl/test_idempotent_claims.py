@@ -14,7 +14,7 @@ import pytest
 
 from sandfleet.cluster import gateway_backend
 from sandfleet.errors import GatewayStartError
-from sandfleet.sandbox import Sandbox
+from sandfleet.sandbox.facade import Sandbox
 from tests.support.scripted_gateway_service import Failure, ScriptedGatewayService
 
 pytestmark = pytest.mark.integration

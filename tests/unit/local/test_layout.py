@@ -15,7 +15,7 @@ from sandfleet.local.layout import (
     plan_layout,
     private_roots,
 )
-from sandfleet.sandbox import SandboxPaths
+from sandfleet.sandbox.facade import SandboxPaths
 
 HOST = [
     HostEntry("bin", "symlink", "usr/bin"),

@@ -12,7 +12,7 @@ import pytest
 from sandfleet.agent import execute_tool_call
 from sandfleet.client import CommandResult
 from sandfleet.errors import SandboxLostError, ToolError
-from sandfleet.sandbox import Sandbox
+from sandfleet.sandbox.facade import Sandbox
 from sandfleet.tool_calls import (
     CreateRequest,
     EditorRequest,

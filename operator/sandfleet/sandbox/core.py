@@ -8,7 +8,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, cast
 
-from sandfleet.backend import SandboxPaths
 from sandfleet.client import (
     CommandResult,
     FileEntry,
@@ -17,9 +16,11 @@ from sandfleet.client import (
     SandboxStats,
     UploadResult,
 )
-from sandfleet.copy_back import CopyLimits, CopyReport, copy_tree
 from sandfleet.errors import SandfleetError
 from sandfleet.logs import get_logger
+from sandfleet.sandbox.backend import SandboxPaths
+from sandfleet.sandbox.copy_back import CopyLimits, CopyReport, copy_tree
+from sandfleet.sandbox.tree_snapshot import TreeSnapshot
 from sandfleet.tool_calls import (
     SUBMITTED_OBSERVATION,
     EditorRequest,
@@ -29,7 +30,6 @@ from sandfleet.tool_calls import (
     parse_tool_call,
     run_editor_request,
 )
-from sandfleet.tree_snapshot import TreeSnapshot
 
 log = get_logger(__name__)
 
@@ -143,7 +143,7 @@ class SandboxCore:
         self, remote_dir: str, local_dir: Path, limits: CopyLimits | None = None
     ) -> CopyReport:
         """Copy the regular files below `remote_dir` into the new folder `local_dir` within
-        `limits`; the report names what was skipped and why (see sandfleet.copy_back)."""
+        `limits`; the report names what was skipped and why (see sandfleet.sandbox.copy_back)."""
         return await copy_tree(self.client, remote_dir, local_dir, limits)
 
     async def list_files(self, remote_dir: str) -> list[FileEntry]:

@@ -21,11 +21,11 @@ from typing import Any, ParamSpec, Self, TypeVar
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from sandfleet.client import CommandResult, FileEntry, ResetResult, SandboxStats, UploadResult
-from sandfleet.copy_back import CopyLimits, CopyReport
 from sandfleet.local import LocalBackend, LocalSandboxConfig
-from sandfleet.sandbox import Sandbox
-from sandfleet.sandbox_core import SandboxCore
-from sandfleet.tree_snapshot import TreeSnapshot
+from sandfleet.sandbox.copy_back import CopyLimits, CopyReport
+from sandfleet.sandbox.core import SandboxCore
+from sandfleet.sandbox.facade import Sandbox
+from sandfleet.sandbox.tree_snapshot import TreeSnapshot
 
 __all__ = ["SyncSandbox"]
 

@@ -1,7 +1,7 @@
 """The public Sandbox: SandboxCore plus the ways to open one (local, on a cluster, connect).
 
 This module sits above the core and the backends: it imports them, and none of them imports
-it. The backends load on first use, so `import sandfleet.sandbox` stays cheap.
+it. The backends load on first use, so `import sandfleet.sandbox.facade` stays cheap.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from sandfleet.backend import OpenedSandbox, SandboxBackend, SandboxPaths
 from sandfleet.client import RuntimeClient
-from sandfleet.sandbox_core import SandboxCore, SandboxOpener, close_all
+from sandfleet.sandbox.backend import OpenedSandbox, SandboxBackend, SandboxPaths
+from sandfleet.sandbox.core import SandboxCore, SandboxOpener, close_all
 
 if TYPE_CHECKING:
     from sandfleet.api import EgressMode, LifecycleSpec, PodTemplate
