@@ -24,7 +24,7 @@ __all__ = [
 _LAZY = {
     "Sandbox": "sandfleet.sandbox.facade",
     "SandboxPaths": "sandfleet.sandbox.backend",
-    "RuntimeClient": "sandfleet.client",
+    "RuntimeClient": "sandfleet.clients.runtime.client",
     "SandfleetError": "sandfleet.errors",
     "SandboxLostError": "sandfleet.errors",
     "ToolError": "sandfleet.errors",
@@ -33,7 +33,7 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
-    from sandfleet.client import RuntimeClient
+    from sandfleet.clients.runtime.client import RuntimeClient
     from sandfleet.errors import GatewayError, SandboxLostError, SandfleetError, ToolError
     from sandfleet.sandbox.backend import SandboxPaths
     from sandfleet.sandbox.facade import Sandbox

@@ -17,7 +17,7 @@ import grpc
 import pytest
 
 from sandfleet.api import EgressMode, PodTemplate
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.operator.naming import label_value, pool_token_secret_name, token_secret_name
 from sandfleet.operator.network_policies import (
     pool_network_policy,

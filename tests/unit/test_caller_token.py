@@ -1,4 +1,4 @@
-"""CallerToken (sandfleet.grpc_channel): the caller's Kubernetes token on every call of a
+"""CallerToken (sandfleet.clients.grpc_channel): the caller's Kubernetes token on every call of a
 gateway channel, read again once it is old (tokens rotate while a long batch runs)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import grpc.aio
 
-from sandfleet.grpc_channel import CallerToken
+from sandfleet.clients.grpc_channel import CallerToken
 
 
 async def test_the_token_is_added_and_read_again_once_it_is_old() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.cluster.status import SessionState
 from sandfleet.sandbox.backend import OpenedSandbox, SandboxBackend, SandboxPaths
 from sandfleet.sandbox.facade import ClusterSandbox, Sandbox

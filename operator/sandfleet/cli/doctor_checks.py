@@ -207,7 +207,7 @@ def _kubeconfig_exists(settings: Settings, environ: Mapping[str, str]) -> bool:
 
 async def gateway(settings: Settings, environ: Mapping[str, str]) -> CheckResult:
     """A TCP connection to the sandfleet gateway (only when one is configured)."""
-    from sandfleet.cluster.gateway_target import GatewayConfigError, resolve_gateway
+    from sandfleet.clients.gateway.target import GatewayConfigError, resolve_gateway
 
     name = "gateway"
     configured = settings.gateway or environ.get("SANDFLEET_GATEWAY")

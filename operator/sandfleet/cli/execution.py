@@ -41,7 +41,7 @@ from sandfleet.settings import Settings
 from sandfleet.tasks import TaskSpec, template_notices
 
 if TYPE_CHECKING:
-    from sandfleet.cluster.gateway_target import GatewayTarget
+    from sandfleet.clients.gateway.target import GatewayTarget
 
 log = get_logger(__name__)
 
@@ -262,7 +262,7 @@ async def execute_task(
 def gateway_target(settings: Settings) -> GatewayTarget:
     """The gateway `run` and `batch` claim sandboxes through (kubernetes backend); raises
     ConfigurationError, saying how to name one, when none is known. Reads files."""
-    from sandfleet.cluster.gateway_target import GatewayConfigError, resolve_gateway
+    from sandfleet.clients.gateway.target import GatewayConfigError, resolve_gateway
 
     try:
         return resolve_gateway(

@@ -28,7 +28,7 @@ from sandfleet.sandbox.facade import Sandbox
 from sandfleet.settings import Settings
 
 if TYPE_CHECKING:
-    from sandfleet.cluster.gateway_target import GatewayTarget
+    from sandfleet.clients.gateway.target import GatewayTarget
     from sandfleet.mcp.tools import Caller, SandboxOpener
     from sandfleet.sandbox.core import SandboxCore
 
@@ -173,7 +173,7 @@ def _opener(settings: Settings, *, http: bool) -> SandboxOpener:
 def _caller_target(settings: Settings) -> GatewayTarget:
     """The gateway an HTTP server claims through: its address from the settings, and no
     token of the server's own (each claim carries its caller's)."""
-    from sandfleet.cluster.gateway_target import GatewayConfigError, resolve_gateway
+    from sandfleet.clients.gateway.target import GatewayConfigError, resolve_gateway
 
     try:
         return resolve_gateway(

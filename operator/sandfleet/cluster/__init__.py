@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from sandfleet.clients.gateway.target import GatewayTarget, resolve_gateway
 from sandfleet.cluster.backend import ClusterBackend, ClusterSandboxRequest, SessionFailedError
 from sandfleet.cluster.gateway_backend import GatewayBackend, GatewaySandboxRequest
-from sandfleet.cluster.gateway_target import GatewayTarget, resolve_gateway
 from sandfleet.cluster.manifests import ManifestError
 from sandfleet.cluster.sessions import SessionClient, SessionGoneError, SessionWaitTimeoutError
 from sandfleet.cluster.status import AgentProgress, Condition, SessionState

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sandfleet.api import RUNTIME_PORT, EgressMode, LifecycleSpec, PodTemplate
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.cluster.manifests import (
     DEFAULT_GENERATE_NAME,
     default_paths,

@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sandfleet.api import EgressMode, LifecycleSpec
-from sandfleet.client import RuntimeClient
-from sandfleet.cluster.gateway_target import GatewayTarget, resolve_gateway
+from sandfleet.clients.gateway.client import GatewayClient, GatewaySandboxInfo
+from sandfleet.clients.gateway.target import GatewayTarget, resolve_gateway
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.cluster.manifests import DEFAULT_GENERATE_NAME, default_paths
 from sandfleet.errors import GatewayError, GatewayUnreachableError
-from sandfleet.gateway_client import GatewayClient, GatewaySandboxInfo
 from sandfleet.logs import get_logger
 from sandfleet.sandbox.backend import OpenedSandbox, SandboxPaths
 

@@ -26,7 +26,7 @@ from sandfleet.api import (
     Reason,
     derive_session_token,
 )
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.cluster.manifests import ManifestError, raw_session_spec, session_body
 from sandfleet.cluster.sessions import SessionClient, SessionGoneError, SessionWaitTimeoutError
 from sandfleet.cluster.status import SessionState

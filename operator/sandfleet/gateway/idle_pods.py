@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Callable
 
 from sandfleet.api import POOL_KIND, RUNTIME_PORT, Label, PodState
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.cluster.sessions import SessionClient
 from sandfleet.kube import KubeClient
 from sandfleet.logs import get_logger

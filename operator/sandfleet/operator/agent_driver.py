@@ -20,7 +20,7 @@ from sandfleet.agent.results import AgentResult
 from sandfleet.agent.resume import ResumeError, ResumeState, load_resume_state, resume_agent
 from sandfleet.agent.trajectory import TrajectoryWriter
 from sandfleet.api import AgentSpec, Label, Reason
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandfleetError
 from sandfleet.logs import get_logger
 from sandfleet.operator.consented_keys import read_consented_key

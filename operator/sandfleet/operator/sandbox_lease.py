@@ -13,7 +13,7 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 
 from sandfleet.api import TOKEN_SECRET_KEY, ConditionType, EnvVar, Phase, Reason
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandboxLostError
 from sandfleet.logs import get_logger
 from sandfleet.operator.adoption import claimed_pod, pool_of, session_token

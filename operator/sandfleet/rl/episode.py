@@ -24,7 +24,7 @@ from sandfleet.agent.prompts import (
 from sandfleet.tool_calls import ToolCall, ToolSpec
 
 if TYPE_CHECKING:
-    from sandfleet.client import ResetResult
+    from sandfleet.clients.runtime.client import ResetResult
     from sandfleet.sandbox.core import SandboxCore
 
 RewardFn = Callable[[str | None, "SandboxCore"], float | Awaitable[float]]

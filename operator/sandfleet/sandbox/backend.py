@@ -14,7 +14,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from sandfleet.client import RuntimeClient
+    from sandfleet.clients.runtime.client import RuntimeClient
 
 DetailsT_co = TypeVar("DetailsT_co", covariant=True)
 

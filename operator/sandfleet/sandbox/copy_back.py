@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sandfleet.client import FileEntry, RuntimeClient
+from sandfleet.clients.runtime.client import FileEntry, RuntimeClient
 from sandfleet.errors import SandboxLostError, SandfleetError
 from sandfleet.logs import get_logger
 

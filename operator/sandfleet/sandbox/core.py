@@ -8,7 +8,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, cast
 
-from sandfleet.client import (
+from sandfleet.clients.runtime.client import (
     CommandResult,
     FileEntry,
     ResetResult,

@@ -13,15 +13,15 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.sandbox.backend import OpenedSandbox, SandboxBackend, SandboxPaths
 from sandfleet.sandbox.core import SandboxCore, SandboxOpener, close_all
 
 if TYPE_CHECKING:
     from sandfleet.api import EgressMode, LifecycleSpec, PodTemplate
+    from sandfleet.clients.gateway.client import GatewaySandboxInfo
     from sandfleet.cluster.gateway_backend import GatewayBackend
     from sandfleet.cluster.status import SessionState
-    from sandfleet.gateway_client import GatewaySandboxInfo
     from sandfleet.kube import KubeClient
     from sandfleet.local import LocalSandboxConfig
 
@@ -127,7 +127,7 @@ class Sandbox(SandboxCore):
         anywhere; `await sandbox.close()` (or `async with sandbox:`) releases the session,
         and the operator reclaims its pod. The gateway is found from `gateway`,
         SANDFLEET_GATEWAY or the kubeconfig, the caller's token from `token`,
-        SANDFLEET_GATEWAY_TOKEN or the kubeconfig (sandfleet.cluster.gateway_target);
+        SANDFLEET_GATEWAY_TOKEN or the kubeconfig (sandfleet.clients.gateway.target);
         `ready_timeout_s` bounds a cold start. Gateway failures raise GatewayError
         subclasses (GatewayAuthError, QuotaExceededError, GatewayStartError, ...).
 

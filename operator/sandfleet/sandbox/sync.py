@@ -20,7 +20,13 @@ from typing import Any, ParamSpec, Self, TypeVar
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from sandfleet.client import CommandResult, FileEntry, ResetResult, SandboxStats, UploadResult
+from sandfleet.clients.runtime.client import (
+    CommandResult,
+    FileEntry,
+    ResetResult,
+    SandboxStats,
+    UploadResult,
+)
 from sandfleet.local import LocalBackend, LocalSandboxConfig
 from sandfleet.sandbox.copy_back import CopyLimits, CopyReport
 from sandfleet.sandbox.core import SandboxCore

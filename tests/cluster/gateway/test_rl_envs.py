@@ -13,8 +13,8 @@ import pytest
 import structlog
 
 from sandfleet.agent import Task
+from sandfleet.clients.gateway.client import GatewayClient
 from sandfleet.gateway.claim_ids import claim_session_names
-from sandfleet.gateway_client import GatewayClient
 from sandfleet.rl import EnvConfig, Observation, SandboxEnvBatch
 from sandfleet.sandbox.core import SandboxCore
 from sandfleet.sandbox.facade import ClusterSandbox, Sandbox

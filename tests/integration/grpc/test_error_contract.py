@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sandfleet.agent import execute_tool_call
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import ToolError
 from sandfleet.sandbox.facade import Sandbox
 from sandfleet.tool_calls import ToolCall

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from sandfleet.api import GATEWAY_SESSION_METADATA
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import GatewayAuthError, ToolError
 from sandfleet.sandbox.facade import ClusterSandbox, Sandbox
 from sandfleet.sandbox.sync import SyncSandbox

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.local import LocalRuntime, LocalSandboxConfig, launch_local_runtime
 from sandfleet.local.cgroups import members
 from sandfleet.local.isolation import probe

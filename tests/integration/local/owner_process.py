@@ -10,7 +10,7 @@ from pathlib import Path
 
 import structlog
 
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.local import launch_local_runtime
 from tests.integration.local.conftest import config_for, pid_namespace
 

@@ -11,7 +11,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.local import LocalSandboxConfig, launch_local_runtime
 from sandfleet.local.isolation import probe
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.local import LocalSandboxConfig
 from sandfleet.sandbox.copy_back import CopyLimits, copy_tree
 from sandfleet.sandbox.facade import Sandbox

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.local import LocalRuntime, launch_local_runtime, sweep_orphans
 from tests.integration.local.conftest import (
     MECHANISMS,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandboxLostError
 from sandfleet.sandbox.sync import SyncSandbox
 from tests.integration.local.conftest import config_for

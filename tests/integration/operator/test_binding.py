@@ -14,7 +14,7 @@ from typing import Any, cast
 import pytest
 
 from sandfleet.api import EnvVar, FileSource, Reason
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandboxLostError
 from sandfleet.kube import KubeClient, NotFoundError
 from sandfleet.operator.binding import BindError, bind_runtime, resolve_files, runtime_address

@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[3]
 _PROBE = (
     "import sandfleet_proto.runtime.v1.bash_service_pb2_grpc as g, sandfleet_runtime.server as s, "
-    "sandfleet.client as c; print(g.__file__); print(s.__file__); print(c.__file__)"
+    "sandfleet.clients.runtime.client as c; print(g.__file__); print(s.__file__); print(c.__file__)"
 )
 
 

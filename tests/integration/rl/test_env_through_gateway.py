@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from sandfleet.agent import Task
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandfleetError
 from sandfleet.local import LocalRuntime, LocalSandboxConfig, launch_local_runtime
 from sandfleet.rl import Observation, SandboxEnvBatch

@@ -8,7 +8,7 @@ import tarfile
 import pytest
 
 from sandfleet import Sandbox
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandboxLostError, SandboxStartError, SandfleetError
 from sandfleet.local import LocalBackend, LocalRuntime, LocalSandboxConfig
 from sandfleet.sandbox.backend import OpenedSandbox

@@ -12,7 +12,7 @@ import pytest
 
 from sandfleet import Sandbox, SandboxPaths
 from sandfleet.agent import Task
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import ToolError
 from sandfleet.rl import SandboxEnv, command_id
 from sandfleet.tool_calls import ToolCall

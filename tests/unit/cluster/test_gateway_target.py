@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sandfleet.cluster.gateway_target import GATEWAY_EXTENSION, resolve_gateway
+from sandfleet.clients.gateway.target import GATEWAY_EXTENSION, resolve_gateway
 from sandfleet.errors import GatewayConfigError
 from sandfleet.kube import credentials
 from tests.support.kube_exec_plugin import ExecPlugin

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import grpc
 
-from sandfleet.runtime_calls import (
+from sandfleet.clients.runtime.calls import (
     CHUNK,
     DEADLINE_MARGIN_S,
     command_result,
@@ -19,7 +19,7 @@ from sandfleet.runtime_calls import (
     publish,
     translate,
 )
-from sandfleet.runtime_results import CommandResult
+from sandfleet.clients.runtime.results import CommandResult
 from sandfleet_proto.runtime.v1 import bash_service_pb2 as bash_pb
 from sandfleet_proto.runtime.v1 import file_service_pb2 as file_pb
 from sandfleet_proto.runtime.v1 import system_service_pb2 as system_pb

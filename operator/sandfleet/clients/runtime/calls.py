@@ -9,8 +9,8 @@ from pathlib import Path
 
 import grpc
 
+from sandfleet.clients.runtime.results import CommandResult
 from sandfleet.errors import SandboxLostError, ToolError
-from sandfleet.runtime_results import CommandResult
 from sandfleet_proto.runtime.v1 import bash_service_pb2 as bash_pb
 
 # Status codes that mean "the request was wrong", which the model can fix itself.

@@ -18,8 +18,8 @@ from typing import Any, Protocol, TypeVar
 import grpc
 
 from sandfleet.api import CALLER_AUTHORIZATION, GATEWAY_SESSION_METADATA
-from sandfleet.grpc_channel import CallerToken, Tls, open_channel, retry_service_config
-from sandfleet.runtime_calls import (
+from sandfleet.clients.grpc_channel import CallerToken, Tls, open_channel, retry_service_config
+from sandfleet.clients.runtime.calls import (
     CHUNK,
     DEADLINE_MARGIN_S,
     command_result,
@@ -27,8 +27,8 @@ from sandfleet.runtime_calls import (
     publish,
     translate,
 )
-from sandfleet.runtime_results import CommandResult, FileEntry, SandboxStats, UploadResult
-from sandfleet.runtime_rollouts import ResetResult, RolloutCalls
+from sandfleet.clients.runtime.results import CommandResult, FileEntry, SandboxStats, UploadResult
+from sandfleet.clients.runtime.rollouts import ResetResult, RolloutCalls
 from sandfleet_proto.runtime.v1 import bash_service_pb2 as bash_pb
 from sandfleet_proto.runtime.v1 import bash_service_pb2_grpc as bash_grpc
 from sandfleet_proto.runtime.v1 import editor_service_pb2 as editor_pb

@@ -10,6 +10,7 @@ from typing import Self, TypeVar
 import grpc
 
 from sandfleet.api import EgressMode, LifecycleSpec
+from sandfleet.clients.grpc_channel import Tls, open_channel, retry_service_config
 from sandfleet.errors import (
     GatewayAuthError,
     GatewayError,
@@ -17,7 +18,6 @@ from sandfleet.errors import (
     GatewayUnreachableError,
     QuotaExceededError,
 )
-from sandfleet.grpc_channel import Tls, open_channel, retry_service_config
 from sandfleet.logs import get_logger
 from sandfleet_proto.gateway.v1 import gateway_service_pb2 as gateway_pb
 from sandfleet_proto.gateway.v1 import gateway_service_pb2_grpc as gateway_grpc

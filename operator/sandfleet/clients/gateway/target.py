@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from sandfleet.api import GATEWAY_PORT
+from sandfleet.clients.grpc_channel import Tls
 from sandfleet.errors import GatewayConfigError
-from sandfleet.grpc_channel import Tls
 from sandfleet.kube import KubeConfig, KubeConfigError
 
 GATEWAY_EXTENSION = "sandfleet.dev/gateway"
