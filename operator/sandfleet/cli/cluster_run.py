@@ -23,10 +23,10 @@ from sandfleet.agent import AgentConfig, StopReason
 from sandfleet.api import ConditionType, Phase, Reason
 from sandfleet.cli.consoles import error_console
 from sandfleet.cli.execution import ConfigurationError
+from sandfleet.cli.input_files import TextInputs, read_text_inputs
 from sandfleet.cli.interrupts import run_until_interrupted
 from sandfleet.cli.render import print_run_summary
 from sandfleet.cli.results import ExitCode, RunFailure, TaskOutcome, utc_now
-from sandfleet.cluster.input_files import TextInputs, read_text_inputs
 from sandfleet.cluster.manifests import (
     ManifestError,
     file_sources,

@@ -23,6 +23,7 @@ from sandfleet.agent import (
     TrajectoryWriter,
     run_agent,
 )
+from sandfleet.backends.local import LocalSandboxConfig
 from sandfleet.cli.results import (
     OUTPUT_FOLDER,
     RESULT_FILE,
@@ -33,7 +34,6 @@ from sandfleet.cli.results import (
     write_result_file,
 )
 from sandfleet.errors import SandfleetError
-from sandfleet.local import LocalSandboxConfig
 from sandfleet.logs import get_logger
 from sandfleet.sandbox.copy_back import CopyLimits, CopyReport
 from sandfleet.sandbox.facade import ClusterSandbox, Sandbox, SandboxPaths
@@ -288,7 +288,7 @@ async def _claimed_sandbox(
 ) -> AsyncIterator[Sandbox]:
     """One sandbox through the gateway (pool or template of the settings), released at exit."""
     # Imported here: a local run need not load the cluster backend.
-    from sandfleet.cluster.gateway_backend import GatewayBackend, GatewaySandboxRequest
+    from sandfleet.backends.gateway import GatewayBackend, GatewaySandboxRequest
     from sandfleet.cluster.manifests import generate_name_for
 
     request = GatewaySandboxRequest(

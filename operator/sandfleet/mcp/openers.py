@@ -6,8 +6,8 @@ import contextlib
 import dataclasses
 from collections.abc import AsyncIterator
 
+from sandfleet.backends.gateway import GatewayBackend, GatewaySandboxRequest
 from sandfleet.clients.gateway.target import GatewayTarget
-from sandfleet.cluster.gateway_backend import GatewayBackend, GatewaySandboxRequest
 from sandfleet.errors import SandfleetError
 from sandfleet.sandbox.core import SandboxCore
 from sandfleet.sandbox.facade import ClusterSandbox

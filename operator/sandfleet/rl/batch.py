@@ -22,7 +22,7 @@ from sandfleet.sandbox.core import SandboxCore, close_all
 from sandfleet.tool_calls import ToolCall
 
 if TYPE_CHECKING:
-    from sandfleet.local import LocalSandboxConfig
+    from sandfleet.backends.local import LocalSandboxConfig
 
 log = get_logger(__name__)
 
@@ -77,7 +77,7 @@ class SandboxEnvBatch:
         reward: RewardFn | None = None,
     ) -> Self:
         """`count` local sandboxes (all or none)."""
-        from sandfleet.local import LocalBackend, LocalSandboxConfig
+        from sandfleet.backends.local import LocalBackend, LocalSandboxConfig
         from sandfleet.sandbox.facade import Sandbox
 
         if count < 1:

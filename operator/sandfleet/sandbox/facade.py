@@ -19,11 +19,11 @@ from sandfleet.sandbox.core import SandboxCore, SandboxOpener, close_all
 
 if TYPE_CHECKING:
     from sandfleet.api import EgressMode, LifecycleSpec, PodTemplate
+    from sandfleet.backends.gateway import GatewayBackend
+    from sandfleet.backends.local import LocalSandboxConfig
     from sandfleet.clients.gateway.client import GatewaySandboxInfo
-    from sandfleet.cluster.gateway_backend import GatewayBackend
     from sandfleet.cluster.status import SessionState
     from sandfleet.kube import KubeClient
-    from sandfleet.local import LocalSandboxConfig
 
 __all__ = ["ClusterSandbox", "Sandbox", "SandboxPaths"]
 
@@ -84,7 +84,7 @@ class Sandbox(SandboxCore):
         max_output_chars: int = 0,
     ) -> AsyncIterator[Self]:
         """Start a local runtime agent; reclaim it and every process below it on exit."""
-        from sandfleet.local import LocalBackend, LocalSandboxConfig
+        from sandfleet.backends.local import LocalBackend, LocalSandboxConfig
 
         backend = LocalBackend(config or LocalSandboxConfig())
         sandbox = await cls.open(
@@ -134,11 +134,11 @@ class Sandbox(SandboxCore):
         `direct=True` instead creates the SandboxSession with the caller's own Kubernetes
         rights, reads its token Secret and talks to the pod IP (for admins on the node
         network); only it takes `name`, `pod`, `kube` and `address`, which
-        ClusterSandboxRequest (sandfleet.cluster) documents. A session that fails before
+        ClusterSandboxRequest (sandfleet.backends.direct) documents. A session that fails before
         Ready then raises SessionFailedError with the operator's reason.
         """
         if direct:
-            from sandfleet.cluster.backend import ClusterBackend, ClusterSandboxRequest
+            from sandfleet.backends.direct import ClusterBackend, ClusterSandboxRequest
 
             request = ClusterSandboxRequest(
                 namespace, name=name, generate_name=generate_name, template=template, pool=pool,
@@ -193,7 +193,7 @@ class Sandbox(SandboxCore):
         `claim_id` makes the claim idempotent: repeating it with the same id (after a lost
         answer or a timeout) returns the same sessions instead of claiming more. Forks of
         these sandboxes come from new claims of the same request (without the id)."""
-        from sandfleet.cluster.gateway_backend import GatewayBackend, GatewaySandboxRequest
+        from sandfleet.backends.gateway import GatewayBackend, GatewaySandboxRequest
 
         request = GatewaySandboxRequest(
             namespace, pool=pool, template=template, env=env, files=files, lifecycle=lifecycle,
@@ -223,7 +223,7 @@ class Sandbox(SandboxCore):
         """An existing SandboxSession (made with kubectl, say) through the gateway's Connect,
         once it is Ready (waiting at most `timeout_s`). Closing it leaves the session as it
         is; its lifecycle (or `kubectl delete`) ends it."""
-        from sandfleet.cluster.gateway_backend import GatewayBackend, GatewaySandboxRequest
+        from sandfleet.backends.gateway import GatewayBackend, GatewaySandboxRequest
 
         request = GatewaySandboxRequest(
             namespace, gateway=gateway, token=token, kubeconfig=kubeconfig, context=context,

@@ -20,6 +20,7 @@ from typing import Any, ParamSpec, Self, TypeVar
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
+from sandfleet.backends.local import LocalBackend, LocalSandboxConfig
 from sandfleet.clients.runtime.client import (
     CommandResult,
     FileEntry,
@@ -27,7 +28,6 @@ from sandfleet.clients.runtime.client import (
     SandboxStats,
     UploadResult,
 )
-from sandfleet.local import LocalBackend, LocalSandboxConfig
 from sandfleet.sandbox.copy_back import CopyLimits, CopyReport
 from sandfleet.sandbox.core import SandboxCore
 from sandfleet.sandbox.facade import Sandbox

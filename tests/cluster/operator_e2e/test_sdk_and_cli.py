@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sandfleet.cluster import SessionFailedError
+from sandfleet.backends.direct import SessionFailedError
 from sandfleet.sandbox.facade import ClusterSandbox, Sandbox
 from tests.cluster.cluster_access import ClusterUnderTest
 from tests.cluster.kube_api import KubeApi

@@ -33,7 +33,7 @@ from sandfleet.agent.resume import (
     resume_agent,
     resume_state,
 )
-from sandfleet.local import LocalRuntime, LocalSandboxConfig, launch_local_runtime
+from sandfleet.backends.local import LocalRuntime, LocalSandboxConfig, launch_local_runtime
 from tests.support.scripted_openai import Hang, Reply, ScriptedOpenAIServer, Step, bash, submit
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from sandfleet.cluster import SessionFailedError
+from sandfleet.backends.direct import SessionFailedError
 from sandfleet.kube import KubeClient, KubeConfig
 from sandfleet.sandbox.facade import Sandbox
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import grpc
 import pytest
 
+from sandfleet.backends.local import LocalSandboxConfig
 from sandfleet.clients.runtime.client import RuntimeClient
-from sandfleet.local import LocalSandboxConfig
 from sandfleet.sandbox.copy_back import CopyLimits, copy_tree
 from sandfleet.sandbox.facade import Sandbox
 from sandfleet_proto.runtime.v1 import file_service_pb2 as file_pb

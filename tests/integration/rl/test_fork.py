@@ -8,9 +8,9 @@ import tarfile
 import pytest
 
 from sandfleet import Sandbox
+from sandfleet.backends.local import LocalBackend, LocalRuntime, LocalSandboxConfig
 from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandboxLostError, SandboxStartError, SandfleetError
-from sandfleet.local import LocalBackend, LocalRuntime, LocalSandboxConfig
 from sandfleet.sandbox.backend import OpenedSandbox
 from sandfleet.sandbox.core import SandboxCore
 from sandfleet.sandbox.sync import SyncSandbox

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 
-from sandfleet.cluster import gateway_backend
+from sandfleet.backends import gateway as gateway_backend
 from sandfleet.errors import GatewayStartError
 from sandfleet.sandbox.facade import Sandbox
 from tests.support.scripted_gateway_service import Failure, ScriptedGatewayService

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sandfleet.local import LocalSandboxConfig
+from sandfleet.backends.local import LocalSandboxConfig
 from sandfleet.sandbox.facade import Sandbox
 from sandfleet_runtime.editor.file_editor import MAX_LISTING_ENTRIES
 from tests.support.runtime_server import running_runtime

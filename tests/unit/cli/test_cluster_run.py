@@ -18,9 +18,9 @@ from sandfleet.cli.cluster_run import (
     stop_reason_of,
 )
 from sandfleet.cli.execution import ConfigurationError
+from sandfleet.cli.input_files import TextInputs
 from sandfleet.cli.main import build_parser, settings_from_arguments
 from sandfleet.cli.results import ExitCode
-from sandfleet.cluster.input_files import TextInputs
 from sandfleet.cluster.status import SessionState
 from sandfleet.settings import Settings, SettingsError, load_settings
 from sandfleet.tasks import TaskSpec

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from sandfleet.backends.local import isolation
+from sandfleet.backends.local.isolation import choose_isolation
 from sandfleet.errors import SandboxStartError
-from sandfleet.local import isolation
-from sandfleet.local.isolation import choose_isolation
 
 
 @pytest.fixture

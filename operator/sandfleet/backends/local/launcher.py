@@ -14,26 +14,26 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
-from sandfleet.errors import SandboxStartError
-from sandfleet.local.cgroups import join
-from sandfleet.local.config import LocalSandboxConfig
-from sandfleet.local.isolation import IsolationChoice, choose_isolation
-from sandfleet.local.layout import host_path
-from sandfleet.local.network import check_egress, start_egress, stop_egress
-from sandfleet.local.processes import (
+from sandfleet.backends.local.cgroups import join
+from sandfleet.backends.local.config import LocalSandboxConfig
+from sandfleet.backends.local.isolation import IsolationChoice, choose_isolation
+from sandfleet.backends.local.layout import host_path
+from sandfleet.backends.local.network import check_egress, start_egress, stop_egress
+from sandfleet.backends.local.processes import (
     ProcessIdentity,
     command_line,
     descendants_of,
     kill_sandbox_processes,
 )
-from sandfleet.local.registry import Registry, sweep_orphans
-from sandfleet.local.spawning import (
+from sandfleet.backends.local.registry import Registry, sweep_orphans
+from sandfleet.backends.local.spawning import (
     SandboxPlan,
     SpawnPlan,
     prepare_sandbox,
     sandbox_environment,
     spawn_plan,
 )
+from sandfleet.errors import SandboxStartError
 from sandfleet.logs import get_logger
 from sandfleet.sandbox.backend import SandboxPaths
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sandfleet.local.python_shims import SHIM_DIR, python_path_entries, write_python_shims
+from sandfleet.backends.local.python_shims import SHIM_DIR, python_path_entries, write_python_shims
 
 
 def _run(home: Path, *argv: str, path: str) -> str:

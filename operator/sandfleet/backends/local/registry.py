@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sandfleet.local.cgroups import remove_cgroups
-from sandfleet.local.processes import ProcessIdentity, boot_id, kill_sandbox_processes
+from sandfleet.backends.local.cgroups import remove_cgroups
+from sandfleet.backends.local.processes import ProcessIdentity, boot_id, kill_sandbox_processes
 from sandfleet.logs import get_logger
 
 log = get_logger(__name__)
@@ -114,7 +114,7 @@ def owner_is_gone(record: SandboxRecord, current_boot: str) -> bool:
 def sweep_orphans(state_dir: Path | None = None) -> int:
     """Reclaim sandboxes whose owner process is gone; return how many. Blocking: call it
     from a thread when an event loop is running."""
-    from sandfleet.local.config import default_state_dir
+    from sandfleet.backends.local.config import default_state_dir
 
     registry = Registry(state_dir if state_dir is not None else default_state_dir())
     current_boot = boot_id()

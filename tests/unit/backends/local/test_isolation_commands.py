@@ -6,14 +6,14 @@ import json
 import shutil
 from pathlib import Path
 
-from sandfleet.local.isolation import (
+from sandfleet.backends.local.isolation import (
     NSINIT,
     SANDBOX_UID,
     bwrap_options,
     nsinit_spec,
     unshare_command,
 )
-from sandfleet.local.layout import MountOp
+from sandfleet.backends.local.layout import MountOp
 
 OPS = (
     MountOp("bind", "/usr", "/usr", readonly=True),

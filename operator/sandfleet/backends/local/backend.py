@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from sandfleet.backends.local.config import LocalSandboxConfig
+from sandfleet.backends.local.launcher import LocalRuntime, launch_local_runtime
 from sandfleet.clients.runtime.client import RuntimeClient
-from sandfleet.local.config import LocalSandboxConfig
-from sandfleet.local.launcher import LocalRuntime, launch_local_runtime
 from sandfleet.sandbox.backend import OpenedSandbox
 
 

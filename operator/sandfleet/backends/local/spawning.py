@@ -16,17 +16,16 @@ import time
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
-from sandfleet.errors import SandboxStartError
-from sandfleet.local.accounts import write_account_files
-from sandfleet.local.cgroups import create_cgroups, limit_and_delegate, planned_cgroups
-from sandfleet.local.config import LocalSandboxConfig
-from sandfleet.local.isolation import (
+from sandfleet.backends.local.accounts import write_account_files
+from sandfleet.backends.local.cgroups import create_cgroups, limit_and_delegate, planned_cgroups
+from sandfleet.backends.local.config import LocalSandboxConfig
+from sandfleet.backends.local.isolation import (
     IsolationChoice,
     bwrap_options,
     nsinit_spec,
     unshare_command,
 )
-from sandfleet.local.layout import (
+from sandfleet.backends.local.layout import (
     PRIVATE_SYSTEM_DIRS,
     SYSTEM_DIRS,
     MountOp,
@@ -36,10 +35,11 @@ from sandfleet.local.layout import (
     private_roots,
     scan_host_root,
 )
-from sandfleet.local.nsinit import NO_LIBSECCOMP, export_seccomp
-from sandfleet.local.processes import SANDBOX_ID_ENV, ProcessIdentity, boot_id
-from sandfleet.local.python_shims import python_path_entries, write_python_shims
-from sandfleet.local.registry import Registry, SandboxRecord
+from sandfleet.backends.local.nsinit import NO_LIBSECCOMP, export_seccomp
+from sandfleet.backends.local.processes import SANDBOX_ID_ENV, ProcessIdentity, boot_id
+from sandfleet.backends.local.python_shims import python_path_entries, write_python_shims
+from sandfleet.backends.local.registry import Registry, SandboxRecord
+from sandfleet.errors import SandboxStartError
 from sandfleet.sandbox.backend import SandboxPaths
 
 _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sandfleet.cluster.input_files import read_text_inputs
+from sandfleet.cli.input_files import read_text_inputs
 from sandfleet.cluster.manifests import ManifestError
 
 

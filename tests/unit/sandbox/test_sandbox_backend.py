@@ -58,7 +58,7 @@ def test_importing_the_sdk_loads_no_backend() -> None:
         "import sys\n"
         "from sandfleet import Sandbox, SandboxPaths\n"
         "Sandbox.local, Sandbox.on_cluster, SandboxPaths()\n"
-        "print(sorted(m for m in sys.modules if m.startswith(('sandfleet.local',"
+        "print(sorted(m for m in sys.modules if m.startswith(('sandfleet.backends',"
         " 'sandfleet.cluster', 'sandfleet.kube', 'sandfleet.operator'))))\n"
     )
     done = subprocess.run(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sandfleet.local.isolation import NOBODY, SANDBOX_UID
+from sandfleet.backends.local.isolation import NOBODY, SANDBOX_UID
 
 SANDBOX_USER = "sandbox"
 ACCOUNT_FILES = ("passwd", "group")

@@ -13,7 +13,7 @@ import signal
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from sandfleet.local.cgroups import members
+from sandfleet.backends.local.cgroups import members
 
 PROC = Path("/proc")
 SANDBOX_ID_ENV = "SANDFLEET_SANDBOX_ID"

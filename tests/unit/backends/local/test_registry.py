@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sandfleet.local.processes import ProcessIdentity, boot_id, start_time
-from sandfleet.local.registry import Registry, SandboxRecord, remove_tree, sweep_orphans
+from sandfleet.backends.local.processes import ProcessIdentity, boot_id, start_time
+from sandfleet.backends.local.registry import Registry, SandboxRecord, remove_tree, sweep_orphans
 
 
 def me() -> ProcessIdentity:

@@ -32,10 +32,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
+from sandfleet.backends.local.config import Isolation, NamespaceTool
+from sandfleet.backends.local.layout import MountOp
+from sandfleet.backends.local.nsinit import NO_LIBSECCOMP, libseccomp_loadable
 from sandfleet.errors import SandboxStartError
-from sandfleet.local.config import Isolation, NamespaceTool
-from sandfleet.local.layout import MountOp
-from sandfleet.local.nsinit import NO_LIBSECCOMP, libseccomp_loadable
 from sandfleet.logs import get_logger
 
 log = get_logger(__name__)

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from sandfleet.api.egress import PRIVATE_IPV4_RANGES, PRIVATE_IPV6_RANGES
+from sandfleet.backends.local.config import Egress
 from sandfleet.errors import SandboxStartError
-from sandfleet.local.config import Egress
 from sandfleet.logs import get_logger
 
 log = get_logger(__name__)

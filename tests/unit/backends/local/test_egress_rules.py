@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sandfleet.api.egress import PRIVATE_IPV4_RANGES, PRIVATE_IPV6_RANGES
-from sandfleet.local.network import host_addresses, public_only_rules, public_only_rules_v6
+from sandfleet.backends.local.network import host_addresses, public_only_rules, public_only_rules_v6
 
 
 def test_every_range_the_cluster_leaves_out_is_rejected_and_so_are_the_hosts_addresses() -> None:

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sandfleet.errors import SandboxStartError
-from sandfleet.local.layout import (
+from sandfleet.backends.local.layout import (
     EMPTY_DIRS,
     HostEntry,
     MountOp,
@@ -15,6 +14,7 @@ from sandfleet.local.layout import (
     plan_layout,
     private_roots,
 )
+from sandfleet.errors import SandboxStartError
 from sandfleet.sandbox.facade import SandboxPaths
 
 HOST = [
