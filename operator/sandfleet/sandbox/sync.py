@@ -1,8 +1,10 @@
 """SyncSandbox: the Sandbox for code without asyncio (scripts, trainers, notebooks' threads).
 
-Each SyncSandbox drives an async Sandbox on an event loop in a worker thread: anyio's
-blocking portal (one per `local()`/`on_cluster()`, shared by the sandboxes of one
-`on_cluster_many()`). Its methods may be called from any thread, also from many at once.
+It is Sandbox's exact twin: the same openers and methods, with the same names and
+arguments, blocking. Each SyncSandbox drives an async Sandbox on an event loop in a worker
+thread: anyio's blocking portal (one per opener call, shared by the sandboxes of one
+`on_cluster_many()` and by forks). Its methods may be called from any thread, also from many
+at once.
 
     with SyncSandbox.on_cluster("team-a", pool="py312") as sandbox:
         print(sandbox.call_tool("execute_bash", {"command": "python -V"}))
@@ -16,11 +18,10 @@ import threading
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ParamSpec, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, Self, TypeVar
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from sandfleet.backends.local import LocalBackend, LocalSandboxConfig
 from sandfleet.clients.runtime.client import (
     CommandResult,
     FileEntry,
@@ -28,10 +29,16 @@ from sandfleet.clients.runtime.client import (
     SandboxStats,
     UploadResult,
 )
+from sandfleet.sandbox.backend import SandboxBackend, SandboxPaths
 from sandfleet.sandbox.copy_back import CopyLimits, CopyReport
 from sandfleet.sandbox.core import SandboxCore
 from sandfleet.sandbox.facade import Sandbox
+from sandfleet.sandbox.opening import ClusterOptions, Opening
 from sandfleet.sandbox.tree_snapshot import TreeSnapshot
+from sandfleet.tool_calls import EditorRequest
+
+if TYPE_CHECKING:
+    from sandfleet.backends.local import LocalSandboxConfig
 
 __all__ = ["SyncSandbox"]
 
@@ -90,39 +97,95 @@ class SyncSandbox:
         self._closed = False
         self._close_lock = threading.Lock()
 
-    # --- opening ----------------------------------------------------------------------------
+    # --- opening: Sandbox's openers, blocking --------------------------------------------
     @classmethod
-    def local(cls, config: LocalSandboxConfig | None = None, **options: Any) -> Self:
-        """A local sandbox (Sandbox.local; `options`: tool_timeout_s, max_output_chars)."""
-        portal = EventLoopThread()
-        try:
-            backend = LocalBackend(config or LocalSandboxConfig())
-            sandbox = portal.call(Sandbox.open, backend, **options)
-        except BaseException:
-            portal.leave()
-            raise
-        return cls(sandbox, portal)
+    def connect(
+        cls,
+        address: str,
+        token: str,
+        *,
+        paths: SandboxPaths | None = None,
+        tool_timeout_s: float = 0,
+        max_output_chars: int = 0,
+    ) -> Self:
+        """A sandbox whose runtime agent already runs at `address` (Sandbox.connect)."""
+        return cls._opened(
+            Sandbox.connect(
+                address, token, paths=paths, tool_timeout_s=tool_timeout_s,
+                max_output_chars=max_output_chars,
+            )
+        )  # fmt: skip
 
     @classmethod
-    def on_cluster(cls, namespace: str | None = None, **options: Any) -> Self:
-        """A sandbox on Kubernetes through the gateway; `options` are Sandbox.on_cluster's."""
-        portal = EventLoopThread()
-        try:
-            sandbox = portal.call(Sandbox.on_cluster, namespace, **options)
-        except BaseException:
-            portal.leave()
-            raise
-        return cls(sandbox, portal)
+    def open(
+        cls, backend: SandboxBackend[Any], *, tool_timeout_s: float = 0, max_output_chars: int = 0
+    ) -> Self:
+        """A sandbox from any backend (Sandbox.open)."""
+        return cls._opened(
+            Sandbox.open(backend, tool_timeout_s=tool_timeout_s, max_output_chars=max_output_chars)
+        )
+
+    @classmethod
+    def local(
+        cls,
+        config: LocalSandboxConfig | None = None,
+        *,
+        tool_timeout_s: float = 0,
+        max_output_chars: int = 0,
+    ) -> Self:
+        """A local sandbox (Sandbox.local)."""
+        return cls._opened(
+            Sandbox.local(config, tool_timeout_s=tool_timeout_s, max_output_chars=max_output_chars)
+        )
+
+    @classmethod
+    def on_cluster(
+        cls,
+        namespace: str | None = None,
+        *,
+        pool: str | None = None,
+        template: str | None = None,
+        gateway: str | None = None,
+        token: str | None = None,
+        options: ClusterOptions | None = None,
+        claim_id: str | None = None,
+        tool_timeout_s: float = 0,
+        max_output_chars: int = 0,
+    ) -> Self:
+        """A sandbox on Kubernetes through the gateway (Sandbox.on_cluster)."""
+        return cls._opened(
+            Sandbox.on_cluster(
+                namespace, pool=pool, template=template, gateway=gateway, token=token,
+                options=options, claim_id=claim_id, tool_timeout_s=tool_timeout_s,
+                max_output_chars=max_output_chars,
+            )
+        )  # fmt: skip
 
     @classmethod
     def on_cluster_many(
-        cls, count: int, namespace: str | None = None, **options: Any
+        cls,
+        count: int,
+        namespace: str | None = None,
+        *,
+        pool: str | None = None,
+        template: str | None = None,
+        gateway: str | None = None,
+        token: str | None = None,
+        options: ClusterOptions | None = None,
+        claim_id: str | None = None,
+        tool_timeout_s: float = 0,
+        max_output_chars: int = 0,
     ) -> list[Self]:
-        """`count` sandboxes from one gateway claim (all or none), sharing one event loop;
-        `options` are Sandbox.on_cluster_many's."""
+        """`count` sandboxes from one gateway claim, all or none (Sandbox.on_cluster_many),
+        sharing one event loop."""
+        opening = Sandbox.on_cluster_many(
+            count, namespace, pool=pool, template=template, gateway=gateway, token=token,
+            options=options, claim_id=claim_id, tool_timeout_s=tool_timeout_s,
+            max_output_chars=max_output_chars,
+        )  # fmt: skip
         portal = EventLoopThread()
         try:
-            sandboxes = portal.call(Sandbox.on_cluster_many, count, namespace, **options)
+            sandboxes = portal.call(_wait, opening)
         except BaseException:
             portal.leave()
             raise
@@ -130,11 +193,32 @@ class SyncSandbox:
         return [cls(sandbox, portal) for sandbox in sandboxes]
 
     @classmethod
-    def connect_session(cls, name: str, namespace: str | None = None, **options: Any) -> Self:
+    def connect_session(
+        cls,
+        name: str,
+        namespace: str | None = None,
+        *,
+        timeout_s: float = 0,
+        gateway: str | None = None,
+        token: str | None = None,
+        options: ClusterOptions | None = None,
+        tool_timeout_s: float = 0,
+        max_output_chars: int = 0,
+    ) -> Self:
         """An existing session through the gateway (Sandbox.connect_session)."""
+        return cls._opened(
+            Sandbox.connect_session(
+                name, namespace, timeout_s=timeout_s, gateway=gateway, token=token,
+                options=options, tool_timeout_s=tool_timeout_s,
+                max_output_chars=max_output_chars,
+            )
+        )  # fmt: skip
+
+    @classmethod
+    def _opened(cls, opening: Opening[Any]) -> Self:
         portal = EventLoopThread()
         try:
-            sandbox = portal.call(Sandbox.connect_session, name, namespace, **options)
+            sandbox = portal.call(_wait, opening)
         except BaseException:
             portal.leave()
             raise
@@ -168,15 +252,18 @@ class SyncSandbox:
         """Exactly what the model sees for one tool call (Sandbox.call_tool)."""
         return self._portal.call(self.sandbox.call_tool, name, arguments)
 
-    def run(
+    def bash(
         self, command: str, *, session: str = "default", timeout_s: float | None = None
     ) -> CommandResult:
         """Run one bash command (Sandbox.bash)."""
         return self._portal.call(self.sandbox.bash, command, session=session, timeout_s=timeout_s)
 
-    bash = run
+    def edit(self, request: EditorRequest) -> str:
+        """The editor's output for one request (Sandbox.edit)."""
+        return self._portal.call(self.sandbox.edit, request)
 
     def upload(self, source: Path | bytes, remote: str, *, mode: int | None = None) -> UploadResult:
+        """Write `source` (a local file or bytes) to `remote` (Sandbox.upload)."""
         return self._portal.call(self.sandbox.upload, source, remote, mode=mode)
 
     def download(self, remote: str, local: Path) -> int:
@@ -214,3 +301,7 @@ class SyncSandbox:
         forks = self._portal.call(self.sandbox.fork, count, as_baseline=as_baseline)
         self._portal.join(len(forks))
         return [SyncSandbox(fork, self._portal) for fork in forks]
+
+
+async def _wait(opening: Awaitable[T]) -> T:
+    return await opening

@@ -72,7 +72,7 @@ async def test_a_bad_argument_is_a_tool_error_with_a_model_fixable_code(
 @pytest.fixture
 async def sandbox(runtime: tuple[RuntimeServer, str]) -> AsyncIterator[Sandbox]:
     server, token = runtime
-    sandbox = Sandbox.connect(f"127.0.0.1:{server.port}", token)
+    sandbox = await Sandbox.connect(f"127.0.0.1:{server.port}", token)
     yield sandbox
     await sandbox.close()
 

@@ -27,7 +27,7 @@ EDITOR = "str_replace_editor"
 @pytest.fixture
 async def sandbox(runtime: tuple[RuntimeServer, str]) -> AsyncIterator[Sandbox]:
     server, token = runtime
-    sandbox = Sandbox.connect(f"127.0.0.1:{server.port}", token)
+    sandbox = await Sandbox.connect(f"127.0.0.1:{server.port}", token)
     yield sandbox
     await sandbox.close()
 

@@ -31,7 +31,7 @@ def test_a_local_sync_sandbox_runs_tools_and_moves_files(tmp_path: Path) -> None
         written = sandbox.download(f"{workdir}/in.txt", tmp_path / "out.txt")
         # Many plain threads at once share the sandbox's one event loop.
         with ThreadPoolExecutor(4) as pool:
-            results = list(pool.map(lambda i: sandbox.run(f"echo {i}").stdout, range(8)))
+            results = list(pool.map(lambda i: sandbox.bash(f"echo {i}").stdout, range(8)))
         names = [entry.path for entry in sandbox.list_files(workdir)]
         client = sandbox.sandbox.client
 

@@ -114,19 +114,19 @@ async def test_fork_needs_a_sandbox_opened_from_a_backend_and_a_positive_count()
 
 def test_the_blocking_sandbox_resets_and_forks_too() -> None:
     with SyncSandbox.local() as sandbox:
-        sandbox.run("echo base > b.txt; sleep 600 >/dev/null 2>&1 &")
+        sandbox.bash("echo base > b.txt; sleep 600 >/dev/null 2>&1 &")
         forks = sandbox.fork(2)
         try:
-            forks[0].run("echo one > b.txt")
-            assert [f.run("cat b.txt").stdout for f in forks] == ["one\n", "base\n"]
+            forks[0].bash("echo one > b.txt")
+            assert [f.bash("cat b.txt").stdout for f in forks] == ["one\n", "base\n"]
             forks[0].reset()
-            assert forks[0].run("cat b.txt").stdout == "base\n"
+            assert forks[0].bash("cat b.txt").stdout == "base\n"
         finally:
             for fork in forks:
                 fork.close()
         report = sandbox.reset()
         assert report.killed_processes >= 1
-        assert sandbox.run("ls").stdout == "input\noutput\n"
+        assert sandbox.bash("ls").stdout == "input\noutput\n"
 
 
 class _FailingThirdOpen:
