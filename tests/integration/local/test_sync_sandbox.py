@@ -40,7 +40,7 @@ def test_a_local_sync_sandbox_runs_tools_and_moves_files(tmp_path: Path) -> None
     assert results == [f"{i}\n" for i in range(8)]
     assert any(name.endswith("in.txt") for name in names)
     # Closed: the local runtime is gone; a new client with its token finds nothing there.
-    token = dict(client._metadata)["authorization"].removeprefix("Bearer ")
+    token = dict(client._connection.metadata)["authorization"].removeprefix("Bearer ")
     with pytest.raises(SandboxLostError, match="UNAVAILABLE"):
         asyncio.run(_stats(client.address, token))
     sandbox.close()  # closing twice does nothing

@@ -93,7 +93,8 @@ async def test_a_fork_of_a_fork_works_and_closing_forks_stops_their_sandboxes() 
         assert await text(grandchild, "cat g.txt") == "gen0\ngen1\n"
         for sandbox in (grandchild, child):
             address = sandbox.client.address
-            token = dict(sandbox.client._metadata)["authorization"].removeprefix("Bearer ")
+            metadata = dict(sandbox.client._connection.metadata)
+            token = metadata["authorization"].removeprefix("Bearer ")
             await sandbox.close()
             fresh = RuntimeClient(address, token)
             try:

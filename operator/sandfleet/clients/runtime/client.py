@@ -1,24 +1,21 @@
-"""RuntimeClient: the async gRPC client of one sandbox's runtime agent (the only grpc user here)."""
+"""RuntimeClient: the async gRPC client of one sandbox's runtime agent.
+
+It is one class over one RuntimeConnection (channel, stubs, metadata): the bash, editor,
+file and system calls are here, the rollout calls (reset, snapshots, detached commands) are
+RolloutCalls over the same connection, which RuntimeClient delegates to.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import (
-    AsyncGenerator,
-    AsyncIterator,
-    Awaitable,
-    Callable,
-    Mapping,
-    Sequence,
-)
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import grpc
 
-from sandfleet.api import CALLER_AUTHORIZATION, GATEWAY_SESSION_METADATA
-from sandfleet.clients.grpc_channel import CallerToken, Tls, open_channel, retry_service_config
+from sandfleet.clients.grpc_channel import Tls
 from sandfleet.clients.runtime.calls import (
     CHUNK,
     DEADLINE_MARGIN_S,
@@ -27,16 +24,13 @@ from sandfleet.clients.runtime.calls import (
     publish,
     translate,
 )
+from sandfleet.clients.runtime.connection import RuntimeConnection
 from sandfleet.clients.runtime.results import CommandResult, FileEntry, SandboxStats, UploadResult
 from sandfleet.clients.runtime.rollouts import ResetResult, RolloutCalls
 from sandfleet_proto.runtime.v1 import bash_service_pb2 as bash_pb
-from sandfleet_proto.runtime.v1 import bash_service_pb2_grpc as bash_grpc
 from sandfleet_proto.runtime.v1 import editor_service_pb2 as editor_pb
-from sandfleet_proto.runtime.v1 import editor_service_pb2_grpc as editor_grpc
 from sandfleet_proto.runtime.v1 import file_service_pb2 as file_pb
-from sandfleet_proto.runtime.v1 import file_service_pb2_grpc as file_grpc
 from sandfleet_proto.runtime.v1 import system_service_pb2 as system_pb
-from sandfleet_proto.runtime.v1 import system_service_pb2_grpc as system_grpc
 
 __all__ = [
     "CommandResult",
@@ -48,18 +42,6 @@ __all__ = [
     "UploadResult",
 ]
 
-T = TypeVar("T")
-
-
-# Transport retries for calls the server never saw (UNAVAILABLE); nothing else is retried,
-# because a command that reached the server may already have run.
-_SERVICE_CONFIG = retry_service_config(
-    [
-        "sandfleet.runtime.v1.EditorService",
-        "sandfleet.runtime.v1.SystemService",
-        "sandfleet.runtime.v1.BashService",
-    ]
-)
 _NO_ENV: Mapping[str, str] = MappingProxyType({})
 
 
@@ -70,7 +52,7 @@ class _EditorResponse(Protocol):
     def output(self) -> str: ...
 
 
-class RuntimeClient(RolloutCalls):
+class RuntimeClient:
     """One channel to one runtime agent. Model-fixable failures raise ToolError; every
     infrastructure failure (unreachable, auth, deadline, server fault) raises SandboxLostError."""
 
@@ -91,45 +73,24 @@ class RuntimeClient(RolloutCalls):
         (read again every minute: it may rotate)."""
         self.address = address
         self.session = session
-        self._routing: tuple[tuple[str, str], ...] = (
-            ((GATEWAY_SESSION_METADATA, session),) if session else ()
-        )
-        self._metadata = self._with_token(token)
-        self._rpc_timeout_s = rpc_timeout_s
-        interceptors = (
-            CallerToken(CALLER_AUTHORIZATION, caller_token).interceptors()
-            if caller_token is not None
-            else []
-        )
-        self._channel = open_channel(
-            address, service_config=_SERVICE_CONFIG, tls=tls, interceptors=interceptors
-        )
-        self._bash = bash_grpc.BashServiceStub(self._channel)
-        self._editor = editor_grpc.EditorServiceStub(self._channel)
-        self._files = file_grpc.FileServiceStub(self._channel)
-        self._system = system_grpc.SystemServiceStub(self._channel)
-
-    def _with_token(self, token: str) -> tuple[tuple[str, str], ...]:
-        return (("authorization", f"Bearer {token}"), *self._routing)
+        self._connection = RuntimeConnection(
+            address, token, rpc_timeout_s=rpc_timeout_s, session=session, tls=tls,
+            caller_token=caller_token,
+        )  # fmt: skip
+        self._rollouts = RolloutCalls(self._connection)
 
     def rotate_token(self, token: str) -> None:
-        self._metadata = self._with_token(token)
+        self._connection.rotate_token(token)
 
     async def close(self) -> None:
-        await self._channel.close(grace=None)
-
-    async def _rpc(self, call: Callable[[], Awaitable[T]]) -> T:
-        try:
-            return await call()
-        except grpc.aio.AioRpcError as exc:
-            raise translate(exc) from exc
+        await self._connection.close()
 
     async def wait_ready(self, timeout_s: float = 30.0) -> None:
         """Wait until the agent accepts authenticated calls (stats answers)."""
-        await self._rpc(
-            lambda: self._system.GetStats(
+        await self._connection.rpc(
+            lambda: self._connection.system.GetStats(
                 system_pb.GetStatsRequest(),
-                metadata=self._metadata,
+                metadata=self._connection.metadata,
                 timeout=timeout_s,
                 wait_for_ready=True,
             )
@@ -152,8 +113,10 @@ class RuntimeClient(RolloutCalls):
                 max_output_chars=max_output_chars,
             )
         deadline = (timeout_s or 3600.0) + DEADLINE_MARGIN_S
-        resp = await self._rpc(
-            lambda: self._bash.RunCommand(request, metadata=self._metadata, timeout=deadline)
+        resp = await self._connection.rpc(
+            lambda: self._connection.bash.RunCommand(
+                request, metadata=self._connection.metadata, timeout=deadline
+            )
         )
         return command_result(resp)
 
@@ -166,7 +129,9 @@ class RuntimeClient(RolloutCalls):
                 session=session, command=command, timeout_seconds=timeout_s
             )
         deadline = (timeout_s or 3600.0) + DEADLINE_MARGIN_S
-        call = self._bash.StreamCommand(request, metadata=self._metadata, timeout=deadline)
+        call = self._connection.bash.StreamCommand(
+            request, metadata=self._connection.metadata, timeout=deadline
+        )
         try:
             async for message in call:
                 if message.HasField("chunk"):
@@ -182,11 +147,11 @@ class RuntimeClient(RolloutCalls):
             raise translate(exc) from exc
 
     async def interrupt(self, session: str = "default") -> bool:
-        resp = await self._rpc(
-            lambda: self._bash.InterruptCommand(
+        resp = await self._connection.rpc(
+            lambda: self._connection.bash.InterruptCommand(
                 bash_pb.InterruptCommandRequest(session=session),
-                metadata=self._metadata,
-                timeout=self._rpc_timeout_s,
+                metadata=self._connection.metadata,
+                timeout=self._connection.rpc_timeout_s,
             )
         )
         return resp.interrupted
@@ -197,33 +162,35 @@ class RuntimeClient(RolloutCalls):
         the end of the file) or a directory listing two levels deep."""
         with model_text():
             request = editor_pb.ViewRequest(path=path, view_range=view_range or [])
-        return await self._edit(self._editor.View, request)
+        return await self._edit(self._connection.editor.View, request)
 
     async def create(self, path: str, file_text: str) -> str:
         with model_text():
             request = editor_pb.CreateRequest(path=path, file_text=file_text)
-        return await self._edit(self._editor.Create, request)
+        return await self._edit(self._connection.editor.Create, request)
 
     async def str_replace(self, path: str, old_str: str, new_str: str | None = None) -> str:
         """Replace the one occurrence of `old_str` in `path`; `new_str` None deletes it."""
         with model_text():
             request = editor_pb.StrReplaceRequest(path=path, old_str=old_str, new_str=new_str)
-        return await self._edit(self._editor.StrReplace, request)
+        return await self._edit(self._connection.editor.StrReplace, request)
 
     async def insert(self, path: str, insert_line: int, new_str: str) -> str:
         """Insert `new_str` after line `insert_line` (0 = at the top)."""
         with model_text():
             request = editor_pb.InsertRequest(path=path, insert_line=insert_line, new_str=new_str)
-        return await self._edit(self._editor.Insert, request)
+        return await self._edit(self._connection.editor.Insert, request)
 
     async def undo_edit(self, path: str) -> str:
         with model_text():
             request = editor_pb.UndoEditRequest(path=path)
-        return await self._edit(self._editor.UndoEdit, request)
+        return await self._edit(self._connection.editor.UndoEdit, request)
 
     async def _edit(self, rpc: Callable[..., Awaitable[_EditorResponse]], request: Any) -> str:
-        response = await self._rpc(
-            lambda: rpc(request, metadata=self._metadata, timeout=self._rpc_timeout_s)
+        response = await self._connection.rpc(
+            lambda: rpc(
+                request, metadata=self._connection.metadata, timeout=self._connection.rpc_timeout_s
+            )
         )
         return response.output
 
@@ -261,7 +228,11 @@ class RuntimeClient(RolloutCalls):
             finally:
                 handle.close()
 
-        resp = await self._rpc(lambda: self._files.UploadFile(requests(), metadata=self._metadata))
+        resp = await self._connection.rpc(
+            lambda: self._connection.files.UploadFile(
+                requests(), metadata=self._connection.metadata
+            )
+        )
         return UploadResult(path=resp.path, size=resp.size, sha256=resp.sha256)
 
     async def download(self, remote: str, local: Path) -> int:
@@ -270,7 +241,7 @@ class RuntimeClient(RolloutCalls):
         partial = local.with_name(local.name + ".partial")
         with model_text():
             request = file_pb.DownloadFileRequest(path=remote, chunk_size=CHUNK)
-        call = self._files.DownloadFile(request, metadata=self._metadata)
+        call = self._connection.files.DownloadFile(request, metadata=self._connection.metadata)
         written, mode = 0, 0o644
         out = await asyncio.to_thread(partial.open, "wb")
         try:
@@ -294,8 +265,9 @@ class RuntimeClient(RolloutCalls):
         Closing the iterator early (`contextlib.aclosing`) cancels the transfer, so a caller
         with a byte budget stops a file that is bigger than the runtime said.
         """
-        call = self._files.DownloadFile(
-            file_pb.DownloadFileRequest(path=remote, chunk_size=CHUNK), metadata=self._metadata
+        call = self._connection.files.DownloadFile(
+            file_pb.DownloadFileRequest(path=remote, chunk_size=CHUNK),
+            metadata=self._connection.metadata,
         )
         try:
             async for message in call:
@@ -311,11 +283,11 @@ class RuntimeClient(RolloutCalls):
     ) -> tuple[list[FileEntry], bool]:
         """What is below `remote_dir` (0: every level) and whether the runtime cut the
         listing short. Symlinks are listed as themselves (never as directories)."""
-        resp = await self._rpc(
-            lambda: self._files.ListFiles(
+        resp = await self._connection.rpc(
+            lambda: self._connection.files.ListFiles(
                 file_pb.ListFilesRequest(path=remote_dir, max_depth=max_depth),
-                metadata=self._metadata,
-                timeout=self._rpc_timeout_s,
+                metadata=self._connection.metadata,
+                timeout=self._connection.rpc_timeout_s,
             )
         )
         entries = [FileEntry(e.path, e.is_dir, e.size, e.mode) for e in resp.entries]
@@ -324,20 +296,22 @@ class RuntimeClient(RolloutCalls):
     async def list_files(self, remote_dir: str, *, max_depth: int = 0) -> list[FileEntry]:
         with model_text():
             request = file_pb.ListFilesRequest(path=remote_dir, max_depth=max_depth)
-        resp = await self._rpc(
-            lambda: self._files.ListFiles(
+        resp = await self._connection.rpc(
+            lambda: self._connection.files.ListFiles(
                 request,
-                metadata=self._metadata,
-                timeout=self._rpc_timeout_s,
+                metadata=self._connection.metadata,
+                timeout=self._connection.rpc_timeout_s,
             )
         )
         return [FileEntry(e.path, e.is_dir, e.size, e.mode) for e in resp.entries]
 
     # --- system -----------------------------------------------------------------------------
     async def stats(self) -> SandboxStats:
-        resp = await self._rpc(
-            lambda: self._system.GetStats(
-                system_pb.GetStatsRequest(), metadata=self._metadata, timeout=self._rpc_timeout_s
+        resp = await self._connection.rpc(
+            lambda: self._connection.system.GetStats(
+                system_pb.GetStatsRequest(),
+                metadata=self._connection.metadata,
+                timeout=self._connection.rpc_timeout_s,
             )
         )
         source = {
@@ -370,9 +344,51 @@ class RuntimeClient(RolloutCalls):
         """
         with model_text():
             request = system_pb.BindSessionRequest(token=token, env=env, session=session)
-        await self._rpc(
-            lambda: self._system.BindSession(
-                request, metadata=self._metadata, timeout=self._rpc_timeout_s
+        await self._connection.rpc(
+            lambda: self._connection.system.BindSession(
+                request, metadata=self._connection.metadata, timeout=self._connection.rpc_timeout_s
             )
         )
         self.rotate_token(token)
+
+    # --- rollouts (RolloutCalls over the same connection) -----------------------------------
+    async def reset(self) -> ResetResult:
+        """RolloutCalls.reset: the sandbox back to its pristine state for the next rollout."""
+        return await self._rollouts.reset()
+
+    async def capture_baseline(self) -> tuple[int, int]:
+        """RolloutCalls.capture_baseline: the tree as it is now becomes reset's target."""
+        return await self._rollouts.capture_baseline()
+
+    def snapshot(self) -> AsyncGenerator[bytes, None]:
+        """RolloutCalls.snapshot: the working tree as tar chunks."""
+        return self._rollouts.snapshot()
+
+    async def snapshot_to(self, local: Path) -> int:
+        """RolloutCalls.snapshot_to: the working tree's tar archive written to `local`."""
+        return await self._rollouts.snapshot_to(local)
+
+    async def restore(
+        self, archive: Path | AsyncIterator[bytes], *, as_baseline: bool = False
+    ) -> tuple[int, int]:
+        """RolloutCalls.restore: the working tree replaced by a tar archive."""
+        return await self._rollouts.restore(archive, as_baseline=as_baseline)
+
+    async def run_detached(
+        self,
+        command: str,
+        *,
+        command_id: str,
+        session: str = "default",
+        timeout_s: float = 0,
+        max_output_chars: int = 0,
+    ) -> CommandResult:
+        """RolloutCalls.run_detached: a command that survives a dropped call."""
+        return await self._rollouts.run_detached(
+            command, command_id=command_id, session=session, timeout_s=timeout_s,
+            max_output_chars=max_output_chars,
+        )  # fmt: skip
+
+    async def attach_command(self, command_id: str, *, timeout_s: float = 3600.0) -> CommandResult:
+        """RolloutCalls.attach_command: the result of a detached command, once."""
+        return await self._rollouts.attach_command(command_id, timeout_s=timeout_s)

@@ -1,13 +1,14 @@
 """Rollout calls of a runtime client (RL): reset, baseline, snapshot/restore of the working
-tree, detached commands that survive a dropped call. Mixed into RuntimeClient."""
+tree, detached commands that survive a dropped call. RuntimeClient holds one RolloutCalls over
+its connection and delegates to it."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -25,11 +26,7 @@ from sandfleet_proto.runtime.v1 import file_service_pb2 as file_pb
 from sandfleet_proto.runtime.v1 import system_service_pb2 as system_pb
 
 if TYPE_CHECKING:
-    from sandfleet_proto.runtime.v1 import bash_service_pb2_grpc as bash_grpc
-    from sandfleet_proto.runtime.v1 import file_service_pb2_grpc as file_grpc
-    from sandfleet_proto.runtime.v1 import system_service_pb2_grpc as system_grpc
-
-T = TypeVar("T")
+    from sandfleet.clients.runtime.connection import RuntimeConnection
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -45,25 +42,21 @@ class ResetResult:
 
 
 class RolloutCalls:
-    """The rollout RPCs, over the stubs, metadata and error handling of RuntimeClient."""
+    """The rollout RPCs over one RuntimeConnection."""
 
-    _metadata: tuple[tuple[str, str], ...]
-    _rpc_timeout_s: float
-    _bash: bash_grpc.BashServiceAsyncStub
-    _files: file_grpc.FileServiceAsyncStub
-    _system: system_grpc.SystemServiceAsyncStub
-
-    async def _rpc(self, call: Callable[[], Awaitable[T]]) -> T:
-        raise NotImplementedError  # RuntimeClient's
+    def __init__(self, connection: RuntimeConnection) -> None:
+        self._connection = connection
 
     async def reset(self) -> ResetResult:
         """Return the sandbox to its pristine state for the next rollout of the same session:
         bash sessions closed, every process killed, the working tree restored, editor undo
         history and detached commands dropped. The token and the binding stay. ToolError
         (FAILED_PRECONDITION) when the runtime keeps no baseline (its tree was too large)."""
-        resp = await self._rpc(
-            lambda: self._system.Reset(
-                system_pb.ResetRequest(), metadata=self._metadata, timeout=self._rpc_timeout_s
+        resp = await self._connection.rpc(
+            lambda: self._connection.system.Reset(
+                system_pb.ResetRequest(),
+                metadata=self._connection.metadata,
+                timeout=self._connection.rpc_timeout_s,
             )
         )
         return ResetResult(
@@ -79,18 +72,20 @@ class RolloutCalls:
         """Make the working tree as it is now the one `reset()` returns to (e.g. after
         uploading a task's files); returns (paths, bytes) kept. A later bind_session goes
         back to the image's tree. ToolError (FAILED_PRECONDITION) when the tree is too large."""
-        resp = await self._rpc(
-            lambda: self._system.CaptureBaseline(
+        resp = await self._connection.rpc(
+            lambda: self._connection.system.CaptureBaseline(
                 system_pb.CaptureBaselineRequest(),
-                metadata=self._metadata,
-                timeout=self._rpc_timeout_s,
+                metadata=self._connection.metadata,
+                timeout=self._connection.rpc_timeout_s,
             )
         )
         return resp.paths, resp.bytes
 
     async def snapshot(self) -> AsyncGenerator[bytes, None]:
         """The working tree as a tar archive, chunk by chunk (closing early cancels it)."""
-        call = self._files.SnapshotTree(file_pb.SnapshotTreeRequest(), metadata=self._metadata)
+        call = self._connection.files.SnapshotTree(
+            file_pb.SnapshotTreeRequest(), metadata=self._connection.metadata
+        )
         try:
             async for message in call:
                 yield message.chunk
@@ -140,7 +135,11 @@ class RolloutCalls:
             async for chunk in archive:
                 yield file_pb.RestoreTreeRequest(chunk=chunk)
 
-        resp = await self._rpc(lambda: self._files.RestoreTree(requests(), metadata=self._metadata))
+        resp = await self._connection.rpc(
+            lambda: self._connection.files.RestoreTree(
+                requests(), metadata=self._connection.metadata
+            )
+        )
         return resp.entries, resp.bytes
 
     async def run_detached(
@@ -166,18 +165,20 @@ class RolloutCalls:
                 command_id=command_id,
             )
         deadline = (timeout_s or 3600.0) + DEADLINE_MARGIN_S
-        resp = await self._rpc(
-            lambda: self._bash.RunCommand(request, metadata=self._metadata, timeout=deadline)
+        resp = await self._connection.rpc(
+            lambda: self._connection.bash.RunCommand(
+                request, metadata=self._connection.metadata, timeout=deadline
+            )
         )
         return command_result(resp)
 
     async def attach_command(self, command_id: str, *, timeout_s: float = 3600.0) -> CommandResult:
         """Wait for the command started by `run_detached(command_id=...)` and return its
         result; ToolError (NOT_FOUND) when unknown or already collected."""
-        resp = await self._rpc(
-            lambda: self._bash.AttachCommand(
+        resp = await self._connection.rpc(
+            lambda: self._connection.bash.AttachCommand(
                 bash_pb.AttachCommandRequest(command_id=command_id),
-                metadata=self._metadata,
+                metadata=self._connection.metadata,
                 timeout=timeout_s + DEADLINE_MARGIN_S,
             )
         )
