@@ -43,6 +43,32 @@ async def test_any_backend_opens_a_sandbox_and_closing_it_once_gives_it_back() -
     assert backend.closed == 1
 
 
+async def test_every_opener_is_awaited_or_used_as_async_with_and_each_use_opens_anew() -> None:
+    backend = CountingBackend()
+    opening = Sandbox.open(backend)
+
+    async with opening as first:
+        assert backend.closed == 0
+    assert backend.closed == 1
+    second = await opening  # awaited: the caller closes it
+    assert second is not first and backend.closed == 1
+    await second.close()
+    assert backend.closed == 2
+
+
+async def test_a_cluster_backend_opens_a_cluster_sandbox_that_keeps_its_session() -> None:
+    session = SessionState(namespace="team-a", name="sbx-2")
+
+    class SessionBackend(CountingBackend):
+        async def open(self) -> OpenedSandbox[SessionState]:  # type: ignore[override]
+            opened = await super().open()
+            return OpenedSandbox(opened.client, opened.paths, opened.close, session)
+
+    async with ClusterSandbox.open(SessionBackend()) as sandbox:
+        assert type(sandbox) is ClusterSandbox
+        assert (sandbox.name, sandbox.session) == ("sbx-2", session)
+
+
 async def test_a_cluster_sandbox_names_its_session() -> None:
     session = SessionState(namespace="team-a", name="sbx-1")
 
