@@ -23,6 +23,7 @@ from sandfleet.tool_calls import ToolCall
 
 if TYPE_CHECKING:
     from sandfleet.backends.local import LocalSandboxConfig
+    from sandfleet.sandbox.opening import ClusterOptions
 
 log = get_logger(__name__)
 
@@ -101,13 +102,20 @@ class SandboxEnvBatch:
         config: EnvConfig | None = None,
         *,
         reward: RewardFn | None = None,
-        **options: Any,
+        pool: str | None = None,
+        template: str | None = None,
+        gateway: str | None = None,
+        token: str | None = None,
+        options: ClusterOptions | None = None,
+        claim_id: str | None = None,
     ) -> Self:
-        """`count` sandboxes from one gateway claim; `options` are Sandbox.on_cluster_many's
-        (pool, template, gateway, token, ...)."""
+        """`count` sandboxes from one gateway claim (Sandbox.on_cluster_many's arguments)."""
         from sandfleet.sandbox.facade import Sandbox
 
-        sandboxes = await Sandbox.on_cluster_many(count, namespace, **options)
+        sandboxes = await Sandbox.on_cluster_many(
+            count, namespace, pool=pool, template=template, gateway=gateway, token=token,
+            options=options, claim_id=claim_id,
+        )  # fmt: skip
         return cls.of(sandboxes, config, reward=reward)
 
     @classmethod
