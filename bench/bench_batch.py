@@ -43,7 +43,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from sandfleet.local import sweep_orphans
+from sandfleet.backends.local import sweep_orphans
 from tests.support.scripted_openai import (
     Fail,
     RecordedRequest,

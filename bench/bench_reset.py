@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from tests.support.runtime_server import spawn_runtime_process
 from tests.support.stats import percentile
 

@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from sandfleet.agent import Task
-from sandfleet.local import LocalBackend, LocalSandboxConfig
+from sandfleet.backends.local import LocalBackend, LocalSandboxConfig
 from sandfleet.rl import EnvConfig, SandboxEnv
-from sandfleet.sandbox import Sandbox
-from sandfleet.sandbox_core import SandboxCore, close_all
+from sandfleet.sandbox.core import SandboxCore, close_all
+from sandfleet.sandbox.facade import Sandbox
 from sandfleet.tool_calls import ToolCall
 from tests.support.stats import percentile
 

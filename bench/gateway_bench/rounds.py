@@ -19,10 +19,10 @@ from bench.operator_bench.host import load_average, rss_mib
 from bench.operator_bench.launcher import BenchOperator
 from sandfleet import Sandbox
 from sandfleet.api import API_VERSION, POOL_PLURAL, SESSION_PLURAL
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandfleetError
 from sandfleet.kube import KubeClient, resource_path
-from sandfleet.sandbox import ClusterSandbox
+from sandfleet.sandbox.facade import ClusterSandbox
 from tests.support.stats import percentile
 
 POOL = "warm"

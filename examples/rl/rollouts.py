@@ -28,18 +28,20 @@ from typing import Any
 
 from openai import AsyncOpenAI
 
+from sandfleet import SandboxCore
 from sandfleet.agent import Task
-from sandfleet.agent.token_records import TOKEN_REQUEST_FIELDS, TokenRecord, token_record
 from sandfleet.rl import (
+    TOKEN_REQUEST_FIELDS,
     EnvConfig,
     Observation,
     RewardFn,
     SandboxEnvBatch,
     StepResult,
+    TokenRecord,
     TrainingRowsError,
     episode_row,
+    token_record,
 )
-from sandfleet.sandbox_core import SandboxCore
 from sandfleet.tool_calls import ToolCall
 
 

@@ -32,7 +32,7 @@ settings field that took their place."""
 VARIABLES_READ_ELSEWHERE = frozenset(
     {
         "SANDFLEET_CONFIG",  # the config file (settings.CONFIG_ENV_VAR)
-        "SANDFLEET_GATEWAY_TOKEN",  # the gateway credential (cluster.gateway_target)
+        "SANDFLEET_GATEWAY_TOKEN",  # the gateway credential (clients.gateway.target)
         "SANDFLEET_SANDBOX_ID",  # set by the local backend in every sandbox
         "SANDFLEET_SESSION_ID",  # set by the runtime agent in every shell
         "SANDFLEET_MODEL_CACHE",  # the model test tier

@@ -26,8 +26,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from sandfleet.copy_back import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES
 from sandfleet.errors import SandfleetError
+from sandfleet.sandbox.copy_back import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES
 from sandfleet.setting_names import (
     ENV_PREFIX,
     NamedValues,

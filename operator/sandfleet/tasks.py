@@ -14,8 +14,8 @@ import yaml
 
 from sandfleet.agent import Task
 from sandfleet.agent.prompts import known_placeholders, template_problem, unknown_placeholders
-from sandfleet.backend import SandboxPaths
 from sandfleet.errors import SandfleetError
+from sandfleet.sandbox.backend import SandboxPaths
 from sandfleet.setting_names import did_you_mean
 
 PROMPT_FILE = "prompt.txt"

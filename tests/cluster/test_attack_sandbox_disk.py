@@ -13,7 +13,7 @@ import time
 import pytest
 
 from sandfleet.api import Reason
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import ToolError
 from sandfleet.fleet.naming import token_secret_name
 from sandfleet.fleet.resources import (

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from sandfleet.api import EgressMode
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.fleet.naming import label_value, token_secret_name
 from sandfleet.fleet.resources import (
     ObjectRef,

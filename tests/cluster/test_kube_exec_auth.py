@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sandfleet.cluster.gateway_target import resolve_gateway
+from sandfleet.clients.gateway.target import resolve_gateway
 from sandfleet.kube import KubeClient, KubeConfig, resource_path
 from tests.cluster.harness.cluster_access import ClusterUnderTest
 from tests.cluster.harness.kube_tokens import service_account_token, token_kubeconfig

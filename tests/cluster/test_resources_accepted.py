@@ -17,7 +17,7 @@ import grpc
 import pytest
 
 from sandfleet.api import EgressMode, PodTemplate
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.fleet.claim_patches import claim_patch
 from sandfleet.fleet.naming import label_value, pool_token_secret_name, token_secret_name
 from sandfleet.fleet.resources import (

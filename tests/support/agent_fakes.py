@@ -13,7 +13,7 @@ from typing import Any
 from sandfleet.agent import ModelError, ModelTurn, ToolCall, ToolSpec, Usage
 from sandfleet.agent.model import ChatCompletionsMessages
 from sandfleet.errors import SandboxLostError, ToolError
-from sandfleet.sandbox import SandboxPaths
+from sandfleet.sandbox.facade import SandboxPaths
 
 
 def turn(

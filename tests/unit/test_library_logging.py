@@ -28,7 +28,8 @@ def test_importing_sandfleet_configures_neither_structlog_nor_logging() -> None:
     done = _run(
         """
         import logging, structlog
-        import sandfleet, sandfleet.sandbox, sandfleet.cli.main, sandfleet.operator.session_worker
+        import sandfleet, sandfleet.sandbox.facade, sandfleet.cli.main
+        import sandfleet.operator.session_worker
         print(structlog.is_configured(), logging.getLogger().handlers)
         """
     )

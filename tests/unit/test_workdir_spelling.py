@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandfleet.gateway_client import GatewaySandboxInfo
+from sandfleet.clients.gateway.client import GatewaySandboxInfo
 from sandfleet_proto.gateway.v1 import gateway_service_pb2 as gateway_pb
 
 

@@ -51,7 +51,7 @@ from sandfleet.settings import Settings
 from sandfleet.tasks import TaskInputError, task_from_batch_record
 
 if TYPE_CHECKING:
-    from sandfleet.cluster.gateway_target import GatewayTarget
+    from sandfleet.clients.gateway.target import GatewayTarget
 
 log = get_logger(__name__)
 

@@ -21,13 +21,12 @@ from rich.text import Text
 
 from sandfleet.agent import AgentConfig, StopReason
 from sandfleet.api import ConditionType, Phase, Reason
-from sandfleet.backend import SandboxPaths
 from sandfleet.cli.consoles import error_console
 from sandfleet.cli.execution import ConfigurationError
 from sandfleet.cli.exit_codes import ExitCode, outcome_exit_code
+from sandfleet.cli.input_files import TextInputs, read_text_inputs
 from sandfleet.cli.interrupts import run_until_interrupted
 from sandfleet.cli.render import print_run_summary
-from sandfleet.cluster.input_files import TextInputs, read_text_inputs
 from sandfleet.cluster.session_specs import managed_session_spec
 from sandfleet.errors import SandfleetError
 from sandfleet.fleet.manifests import (
@@ -40,6 +39,7 @@ from sandfleet.fleet.manifests import (
 from sandfleet.fleet.sessions import SessionClient, SessionGoneError
 from sandfleet.fleet.status import SessionState
 from sandfleet.runs.outcomes import RunFailure, TaskOutcome, utc_now
+from sandfleet.sandbox.backend import SandboxPaths
 from sandfleet.settings import Settings
 from sandfleet.tasks import TaskSpec
 

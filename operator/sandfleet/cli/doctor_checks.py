@@ -127,7 +127,7 @@ def _model_ids(body: Any) -> list[str]:
 
 async def local_isolation(settings: Settings, environ: Mapping[str, str]) -> CheckResult:
     """What local sandboxes need: a namespace tool (unshare or bubblewrap) that works here."""
-    from sandfleet.local.isolation import OPT_OUT, probe, seccomp_problem
+    from sandfleet.backends.local.isolation import OPT_OUT, probe, seccomp_problem
 
     name = "local isolation"
     if settings.isolation == "none":
@@ -160,7 +160,7 @@ def _with_egress(mechanism: str, egress: str) -> CheckResult:
 
 async def cgroups(settings: Settings, environ: Mapping[str, str]) -> CheckResult:
     """Writable cgroups for the sandboxes' pids and memory limits."""
-    from sandfleet.local.cgroups import our_cgroup_parents
+    from sandfleet.backends.local.cgroups import our_cgroup_parents
 
     parents = await asyncio.to_thread(our_cgroup_parents)
     if parents:
@@ -207,7 +207,7 @@ def _kubeconfig_exists(settings: Settings, environ: Mapping[str, str]) -> bool:
 
 async def gateway(settings: Settings, environ: Mapping[str, str]) -> CheckResult:
     """A TCP connection to the sandfleet gateway (only when one is configured)."""
-    from sandfleet.cluster.gateway_target import GatewayConfigError, resolve_gateway
+    from sandfleet.clients.gateway.target import GatewayConfigError, resolve_gateway
 
     name = "gateway"
     configured = settings.gateway or environ.get("SANDFLEET_GATEWAY")

@@ -215,7 +215,7 @@ def _session_bodies(
     """Every sample's SandboxSession, built up front so a row that cannot go to the cluster
     (binary or oversized inputs, a layout the backend cannot honour) stops the run early."""
     from sandfleet.cli.cluster_run import session_for_task
-    from sandfleet.cluster.input_files import read_text_inputs
+    from sandfleet.cli.input_files import read_text_inputs
     from sandfleet.fleet.manifests import ManifestError
 
     bodies: dict[tuple[str, int], dict[str, Any]] = {}

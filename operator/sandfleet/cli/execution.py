@@ -12,18 +12,18 @@ from typing import TYPE_CHECKING
 
 from sandfleet import runs
 from sandfleet.agent import AgentConfig, EventSink, Model
-from sandfleet.copy_back import CopyLimits
+from sandfleet.backends.local import LocalSandboxConfig
 from sandfleet.errors import SandfleetError
-from sandfleet.local import LocalSandboxConfig
 from sandfleet.runs.folders import new_run_folder
 from sandfleet.runs.outcomes import TaskOutcome
 from sandfleet.runs.sandboxes import GatewaySandboxes, LocalSandboxes, SandboxSource
-from sandfleet.sandbox import SandboxPaths
+from sandfleet.sandbox.copy_back import CopyLimits
+from sandfleet.sandbox.facade import SandboxPaths
 from sandfleet.settings import Settings
 from sandfleet.tasks import TaskSpec, template_notices
 
 if TYPE_CHECKING:
-    from sandfleet.cluster.gateway_target import GatewayTarget
+    from sandfleet.clients.gateway.target import GatewayTarget
 
 # The --egress names of local sandboxes, as a cluster sandbox's spec.network.egress.
 _CLUSTER_EGRESS: dict[str, str | None] = {"none": None, "internet": "Internet", "all": "All"}
@@ -196,7 +196,7 @@ def sandbox_source(settings: Settings, gateway: GatewayTarget | None = None) -> 
 def gateway_target(settings: Settings) -> GatewayTarget:
     """The gateway `run` and `batch` claim sandboxes through (kubernetes backend); raises
     ConfigurationError, saying how to name one, when none is known. Reads files."""
-    from sandfleet.cluster.gateway_target import GatewayConfigError, resolve_gateway
+    from sandfleet.clients.gateway.target import GatewayConfigError, resolve_gateway
 
     try:
         return resolve_gateway(

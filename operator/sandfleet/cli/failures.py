@@ -14,7 +14,6 @@ from sandfleet.agent.recorded_run import ResumeError
 from sandfleet.cli.batch_files import BatchFileError
 from sandfleet.cli.execution import ConfigurationError
 from sandfleet.cli.exit_codes import ExitCode
-from sandfleet.copy_back import CopyBackError
 from sandfleet.errors import (
     GatewayConfigError,
     GatewayError,
@@ -27,6 +26,7 @@ from sandfleet.errors import (
 from sandfleet.eval.bench_folder import BenchError
 from sandfleet.eval.records import RecordsError
 from sandfleet.runs.replay import ReplayError
+from sandfleet.sandbox.copy_back import CopyBackError
 from sandfleet.settings import SettingsError
 from sandfleet.tasks import TaskInputError
 

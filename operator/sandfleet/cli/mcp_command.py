@@ -24,13 +24,13 @@ from sandfleet.cli.exit_codes import ExitCode
 from sandfleet.cli.interrupts import run_until_interrupted
 from sandfleet.cli.run import add_gateway_argument, add_session_target_arguments
 from sandfleet.mcp import INSTALL_HINT, mcp_available
-from sandfleet.sandbox import Sandbox
+from sandfleet.sandbox.facade import Sandbox
 from sandfleet.settings import Settings
 
 if TYPE_CHECKING:
-    from sandfleet.cluster.gateway_target import GatewayTarget
+    from sandfleet.clients.gateway.target import GatewayTarget
     from sandfleet.mcp.tools import Caller, SandboxOpener
-    from sandfleet.sandbox_core import SandboxCore
+    from sandfleet.sandbox.core import SandboxCore
 
 API_KEY_ENV = "SANDFLEET_MCP_API_KEY"
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -175,7 +175,7 @@ def _opener(settings: Settings, *, http: bool) -> SandboxOpener:
 def _caller_target(settings: Settings) -> GatewayTarget:
     """The gateway an HTTP server claims through: its address from the settings, and no
     token of the server's own (each claim carries its caller's)."""
-    from sandfleet.cluster.gateway_target import GatewayConfigError, resolve_gateway
+    from sandfleet.clients.gateway.target import GatewayConfigError, resolve_gateway
 
     try:
         return resolve_gateway(

@@ -32,7 +32,7 @@ from sandfleet.settings import Settings
 from sandfleet.tasks import TaskInputError, TaskSpec, task_from_argument
 
 if TYPE_CHECKING:
-    from sandfleet.cluster.gateway_target import GatewayTarget
+    from sandfleet.clients.gateway.target import GatewayTarget
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

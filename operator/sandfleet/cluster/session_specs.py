@@ -18,8 +18,8 @@ from sandfleet.api import (
     PodTemplate,
     SandboxSessionSpec,
 )
-from sandfleet.backend import SandboxPaths
 from sandfleet.fleet.manifests import ManifestError, decimal_string, readable_spec_errors
+from sandfleet.sandbox.backend import SandboxPaths
 
 
 def managed_session_spec(

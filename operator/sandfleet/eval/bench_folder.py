@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
-from sandfleet.backend import SandboxPaths
 from sandfleet.errors import SandfleetError
+from sandfleet.sandbox.backend import SandboxPaths
 from sandfleet.tasks import TaskInputError, load_prompt_config
 
 CONFIG_FILE = "config.yaml"

@@ -26,7 +26,7 @@ from sandfleet.api import (
     Reason,
     derive_session_token,
 )
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandfleetError
 from sandfleet.fleet.claim_patches import gateway_claim_patch
 from sandfleet.fleet.manifests import ManifestError, raw_session_spec, session_body

@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Callable
 
 from sandfleet.api import POOL_KIND, RUNTIME_PORT, Label, PodState
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.fleet.naming import pool_token_secret_name
 from sandfleet.fleet.pod_index import Pod, PodIndex, feed_pod_index, pod_ip, pod_is_ready
 from sandfleet.fleet.sessions import SessionClient

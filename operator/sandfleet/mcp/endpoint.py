@@ -22,14 +22,14 @@ from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sandfleet.api import GROUP, SESSION_PLURAL
-from sandfleet.cluster.gateway_target import GatewayConfigError, GatewayTarget, resolve_gateway
+from sandfleet.clients.gateway.target import GatewayConfigError, GatewayTarget, resolve_gateway
 from sandfleet.kube import KubeClient, KubeConfig, KubeConfigError
 from sandfleet.kube.access_review import Authenticator, AuthError, ResourceAccess
 from sandfleet.logs import configure_logging, get_logger
 from sandfleet.mcp import server
 from sandfleet.mcp.openers import as_caller, claimed_sandbox
 from sandfleet.mcp.tools import Caller, Identity, SandboxOpener
-from sandfleet.sandbox_core import SandboxCore
+from sandfleet.sandbox.core import SandboxCore
 
 log = get_logger(__name__)
 

@@ -6,11 +6,11 @@ import contextlib
 import dataclasses
 from collections.abc import AsyncIterator
 
-from sandfleet.cluster.gateway_backend import GatewayBackend, GatewaySandboxRequest
-from sandfleet.cluster.gateway_target import GatewayTarget
+from sandfleet.backends.gateway import GatewayBackend, GatewaySandboxRequest
+from sandfleet.clients.gateway.target import GatewayTarget
 from sandfleet.errors import SandfleetError
-from sandfleet.sandbox import ClusterSandbox
-from sandfleet.sandbox_core import SandboxCore
+from sandfleet.sandbox.core import SandboxCore
+from sandfleet.sandbox.facade import ClusterSandbox
 
 GENERATE_NAME = "mcp-"
 

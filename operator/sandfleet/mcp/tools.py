@@ -25,7 +25,7 @@ import anyio
 
 from sandfleet.errors import SandboxLostError, SandfleetError, ToolError
 from sandfleet.logs import get_logger
-from sandfleet.sandbox_core import SandboxCore
+from sandfleet.sandbox.core import SandboxCore
 from sandfleet.tool_calls import (
     EXECUTE_BASH,
     STR_REPLACE_EDITOR,

@@ -19,7 +19,7 @@ from sandfleet.agent.loop import run_agent
 from sandfleet.agent.results import AgentResult
 from sandfleet.agent.resume import ResumeError, ResumeState, load_resume_state, resume_agent
 from sandfleet.api import AgentSpec, Label, Reason
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandfleetError
 from sandfleet.fleet.plans import PlanError
 from sandfleet.fleet.resources import ObjectRef
@@ -28,7 +28,7 @@ from sandfleet.operator.consented_keys import read_consented_key
 from sandfleet.operator.context import OperatorContext
 from sandfleet.operator.model_endpoints import OPENAI_BASE_URL, EndpointNotAllowedError
 from sandfleet.operator.session_status import SessionStatus
-from sandfleet.sandbox import Sandbox, SandboxPaths
+from sandfleet.sandbox.facade import Sandbox, SandboxPaths
 from sandfleet.trajectory.writer import TrajectoryWriter
 
 log = get_logger(__name__)

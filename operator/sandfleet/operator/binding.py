@@ -11,7 +11,7 @@ import posixpath
 from collections.abc import Sequence
 
 from sandfleet.api import RUNTIME_PORT, EnvVar, FileSource, Label
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandboxLostError, SandfleetError, ToolError
 from sandfleet.kube import KubeClient
 from sandfleet.logs import get_logger

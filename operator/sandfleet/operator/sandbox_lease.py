@@ -13,7 +13,7 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 
 from sandfleet.api import TOKEN_SECRET_KEY, ConditionType, EnvVar, Phase, Reason
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandboxLostError
 from sandfleet.fleet.naming import pool_token_secret_name
 from sandfleet.fleet.plans import SessionPlan

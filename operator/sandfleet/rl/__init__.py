@@ -5,12 +5,15 @@
     results = await batch.step(calls)                # (observation, done, info) per env
 
 `SandboxEnv` is one environment; `SyncSandboxEnvBatch` the same batch without asyncio;
-`episode_row` turns a policy's per-turn TokenRecords into a training row. No Gymnasium
+`episode_row` turns a policy's per-turn TokenRecords (`token_record(response, choice)` reads
+one from an OpenAI-compatible answer that was asked for TOKEN_REQUEST_FIELDS) into a training
+row. No Gymnasium
 dependency: its spaces model tensors, and these observations are chat messages.
 """
 
 from __future__ import annotations
 
+from sandfleet.agent.token_records import TOKEN_REQUEST_FIELDS, TokenRecord, token_record
 from sandfleet.rl.batch import ResetFailure, SandboxEnvBatch
 from sandfleet.rl.env import EpisodeNotStartedError, SandboxEnv
 from sandfleet.rl.episode import (
@@ -27,6 +30,7 @@ from sandfleet.rl.rows import TrainingRowsError, episode_row, episode_turn_rows
 from sandfleet.rl.sync_batch import SyncSandboxEnvBatch
 
 __all__ = [
+    "TOKEN_REQUEST_FIELDS",
     "EnvConfig",
     "EpisodeNotStartedError",
     "Observation",
@@ -37,10 +41,12 @@ __all__ = [
     "StepInfo",
     "StepResult",
     "SyncSandboxEnvBatch",
+    "TokenRecord",
     "TrainingRowsError",
     "command_id",
     "episode_row",
     "episode_turn_rows",
     "function_tools",
     "prompt_messages",
+    "token_record",
 ]

@@ -18,11 +18,12 @@ from sandfleet.errors import SandboxLostError
 from sandfleet.logs import get_logger
 from sandfleet.rl.env import SandboxEnv
 from sandfleet.rl.episode import EnvConfig, Observation, RewardFn, StepInfo, StepResult
-from sandfleet.sandbox_core import SandboxCore, close_all
+from sandfleet.sandbox.core import SandboxCore, close_all
 from sandfleet.tool_calls import ToolCall
 
 if TYPE_CHECKING:
-    from sandfleet.local import LocalSandboxConfig
+    from sandfleet.backends.local import LocalSandboxConfig
+    from sandfleet.sandbox.opening import ClusterOptions
 
 log = get_logger(__name__)
 
@@ -77,8 +78,8 @@ class SandboxEnvBatch:
         reward: RewardFn | None = None,
     ) -> Self:
         """`count` local sandboxes (all or none)."""
-        from sandfleet.local import LocalBackend, LocalSandboxConfig
-        from sandfleet.sandbox import Sandbox
+        from sandfleet.backends.local import LocalBackend, LocalSandboxConfig
+        from sandfleet.sandbox.facade import Sandbox
 
         if count < 1:
             raise ValueError(f"count must be at least 1, not {count}")
@@ -101,13 +102,20 @@ class SandboxEnvBatch:
         config: EnvConfig | None = None,
         *,
         reward: RewardFn | None = None,
-        **options: Any,
+        pool: str | None = None,
+        template: str | None = None,
+        gateway: str | None = None,
+        token: str | None = None,
+        options: ClusterOptions | None = None,
+        claim_id: str | None = None,
     ) -> Self:
-        """`count` sandboxes from one gateway claim; `options` are Sandbox.on_cluster_many's
-        (pool, template, gateway, token, ...)."""
-        from sandfleet.sandbox import Sandbox
+        """`count` sandboxes from one gateway claim (Sandbox.on_cluster_many's arguments)."""
+        from sandfleet.sandbox.facade import Sandbox
 
-        sandboxes = await Sandbox.on_cluster_many(count, namespace, **options)
+        sandboxes = await Sandbox.on_cluster_many(
+            count, namespace, pool=pool, template=template, gateway=gateway, token=token,
+            options=options, claim_id=claim_id,
+        )  # fmt: skip
         return cls.of(sandboxes, config, reward=reward)
 
     @classmethod

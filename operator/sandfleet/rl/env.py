@@ -23,7 +23,7 @@ from typing import Any
 
 from sandfleet.agent.config import Task
 from sandfleet.agent.sandbox_access import output_files, read_answer, upload_task_files
-from sandfleet.client import CommandResult
+from sandfleet.clients.runtime.client import CommandResult
 from sandfleet.errors import SandboxLostError, SandfleetError, ToolError
 from sandfleet.logs import get_logger
 from sandfleet.rl.episode import (
@@ -39,7 +39,7 @@ from sandfleet.rl.episode import (
     new_episode_id,
     prompt_messages,
 )
-from sandfleet.sandbox_core import SandboxCore
+from sandfleet.sandbox.core import SandboxCore
 from sandfleet.tool_calls import (
     SUBMITTED_OBSERVATION,
     BashRequest,

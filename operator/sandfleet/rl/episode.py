@@ -24,8 +24,8 @@ from sandfleet.agent.prompts import (
 from sandfleet.tool_calls import ToolCall, ToolSpec
 
 if TYPE_CHECKING:
-    from sandfleet.client import ResetResult
-    from sandfleet.sandbox_core import SandboxCore
+    from sandfleet.clients.runtime.client import ResetResult
+    from sandfleet.sandbox.core import SandboxCore
 
 RewardFn = Callable[[str | None, "SandboxCore"], float | Awaitable[float]]
 """Scores a finished episode: (the answer file's text or None, the sandbox) -> reward. It may

@@ -1,7 +1,7 @@
 """SyncSandboxEnvBatch: SandboxEnvBatch for trainers without asyncio (a blocking facade).
 
 The batch lives on an event loop in a worker thread (anyio's blocking portal, as
-sandfleet.sync does for SyncSandbox); every method blocks until that loop has done it.
+sandfleet.sandbox.sync does for SyncSandbox); every method blocks until that loop has done it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, Self, TypeVar
 from sandfleet.agent.config import Task
 from sandfleet.rl.batch import Call, ResetFailure, SandboxEnvBatch
 from sandfleet.rl.episode import Observation, RewardFn, StepResult
-from sandfleet.sync import EventLoopThread
+from sandfleet.sandbox.sync import EventLoopThread
 
 T = TypeVar("T")
 

@@ -25,13 +25,13 @@ from sandfleet.agent import (
     TrajectoryWriter,
     run_agent,
 )
-from sandfleet.copy_back import CopyLimits, CopyReport
 from sandfleet.errors import SandfleetError
 from sandfleet.logs import get_logger
 from sandfleet.runs.folders import OUTPUT_FOLDER, RESULT_FILE, TRAJECTORY_FILE, new_run_folder
 from sandfleet.runs.outcomes import RunFailure, TaskOutcome, write_result_file
 from sandfleet.runs.sandboxes import SandboxSource
-from sandfleet.sandbox import Sandbox
+from sandfleet.sandbox.copy_back import CopyLimits, CopyReport
+from sandfleet.sandbox.facade import Sandbox
 from sandfleet.tasks import TaskSpec
 
 log = get_logger(__name__)

@@ -69,7 +69,7 @@ class TaskOutcome:
     model: str | None = None
     copy_back: dict[str, Any] | None = None
     """What copying output/ back did (files, bytes, skipped entries, truncated); None when
-    nothing was copied back (see sandfleet.copy_back.CopyReport.to_record)."""
+    nothing was copied back (see sandfleet.sandbox.copy_back.CopyReport.to_record)."""
     results_dir: str | None = None
     """The task's folder: output/, trajectory.jsonl and result.json live there."""
     trajectory: str | None = None

@@ -18,9 +18,9 @@ from sandfleet.agent import execute_tool_call, read_trajectory
 from sandfleet.agent.prompts import remaining_turns_notice
 from sandfleet.agent.sandbox_access import remote_input_path, upload_task_files
 from sandfleet.agent.task_inputs import RecordedInputs, recorded_input_files
+from sandfleet.backends.local import LocalSandboxConfig
 from sandfleet.errors import SandfleetError
-from sandfleet.local import LocalSandboxConfig
-from sandfleet.sandbox import Sandbox, SandboxPaths
+from sandfleet.sandbox.facade import Sandbox, SandboxPaths
 from sandfleet.tool_calls import SUBMIT, ToolCall, tool_specs
 
 # AgentConfig's default, for trajectories whose records do not say.

@@ -9,14 +9,14 @@ import dataclasses
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Protocol
 
+from sandfleet.backends.local import LocalSandboxConfig
 from sandfleet.errors import SandfleetError
-from sandfleet.local import LocalSandboxConfig
 from sandfleet.logs import get_logger
-from sandfleet.sandbox import ClusterSandbox, Sandbox
+from sandfleet.sandbox.facade import ClusterSandbox, Sandbox
 from sandfleet.tasks import TaskSpec
 
 if TYPE_CHECKING:
-    from sandfleet.cluster.gateway_target import GatewayTarget
+    from sandfleet.clients.gateway.target import GatewayTarget
 
 log = get_logger(__name__)
 
@@ -67,7 +67,7 @@ class GatewaySandboxes:
     @contextlib.asynccontextmanager
     async def _claimed(self, spec: TaskSpec, tool_timeout_s: float) -> AsyncIterator[Sandbox]:
         # Imported here: a local run need not load the cluster backend.
-        from sandfleet.cluster.gateway_backend import GatewayBackend, GatewaySandboxRequest
+        from sandfleet.backends.gateway import GatewayBackend, GatewaySandboxRequest
         from sandfleet.fleet.manifests import generate_name_for
 
         request = GatewaySandboxRequest(

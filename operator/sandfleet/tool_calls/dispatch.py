@@ -23,7 +23,7 @@ from sandfleet.tool_calls.requests import (
 )
 
 if TYPE_CHECKING:
-    from sandfleet.client import CommandResult
+    from sandfleet.clients.runtime.client import CommandResult
 
 
 class EditorClient(Protocol):

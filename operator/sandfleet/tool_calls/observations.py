@@ -15,7 +15,7 @@ import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sandfleet.client import CommandResult
+    from sandfleet.clients.runtime.client import CommandResult
 
 SUBMITTED_OBSERVATION = "Submitted."
 """What the model sees for `submit` (the agent loop records it and ends the run)."""

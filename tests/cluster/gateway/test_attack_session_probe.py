@@ -27,9 +27,9 @@ import pytest
 
 from sandfleet import Sandbox
 from sandfleet.api import CALLER_AUTHORIZATION, GATEWAY_SESSION_METADATA
+from sandfleet.clients.gateway.client import GatewayClient
 from sandfleet.errors import GatewayAuthError
 from sandfleet.gateway.server import GatewayServer
-from sandfleet.gateway_client import GatewayClient
 from sandfleet_proto.runtime.v1 import system_service_pb2 as system_pb
 from sandfleet_proto.runtime.v1 import system_service_pb2_grpc as system_grpc
 from tests.cluster.gateway.conftest import StartGateway, until_claimable

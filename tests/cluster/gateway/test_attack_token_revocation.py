@@ -17,8 +17,8 @@ import time
 import pytest
 
 from sandfleet import Sandbox
+from sandfleet.clients.gateway.client import GatewayClient
 from sandfleet.errors import GatewayAuthError, SandboxLostError
-from sandfleet.gateway_client import GatewayClient
 from tests.cluster.gateway.conftest import StartGateway, until_claimable
 from tests.cluster.gateway.test_claims import create_pool
 from tests.cluster.harness.gateway_clients import tenant_token

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from sandfleet.api import EgressMode, LifecycleSpec, derive_session_token
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandboxLostError
 from sandfleet.fleet.claim_patches import gateway_claim_patch
 from sandfleet.gateway.claim_types import Claimed, ClaimError, ClaimFailure, ClaimSpec

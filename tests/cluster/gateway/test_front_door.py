@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sandfleet import Sandbox
+from sandfleet import ClusterOptions, Sandbox
 from sandfleet.errors import (
     GatewayAuthError,
     QuotaExceededError,
@@ -56,10 +56,10 @@ async def test_a_tenant_claims_uses_and_releases_a_sandbox_through_the_gateway(
     await until_claimable(gateway, namespace, "warm", 2)
 
     started = time.perf_counter()
+    options = ClusterOptions(env={"GREETING": "hi"}, files={"in/task.txt": "the task\n"})
     sandbox = await Sandbox.on_cluster(
-        namespace, pool="warm", gateway=gateway.address, token=token, env={"GREETING": "hi"},
-        files={"in/task.txt": "the task\n"},
-    )  # fmt: skip
+        namespace, pool="warm", gateway=gateway.address, token=token, options=options
+    )
     async with sandbox:
         first = await sandbox.bash("echo $GREETING; cat in/task.txt; whoami")
         claim_to_first_s = time.perf_counter() - started

@@ -13,11 +13,11 @@ import pytest
 import structlog
 
 from sandfleet.agent import Task
+from sandfleet.clients.gateway.client import GatewayClient
 from sandfleet.gateway.claim_ids import claim_session_names
-from sandfleet.gateway_client import GatewayClient
 from sandfleet.rl import EnvConfig, Observation, SandboxEnvBatch
-from sandfleet.sandbox import ClusterSandbox, Sandbox
-from sandfleet.sandbox_core import SandboxCore
+from sandfleet.sandbox.core import SandboxCore
+from sandfleet.sandbox.facade import ClusterSandbox, Sandbox
 from sandfleet.tool_calls import ToolCall
 from tests.cluster.gateway.conftest import MakeClaimer, StartGateway, until_claimable
 from tests.cluster.gateway.test_claims import create_pool, pool_pods, spec, until_warm

@@ -94,7 +94,7 @@ from pathlib import Path
 from sandfleet import SyncSandbox
 out = {{}}
 with SyncSandbox.on_cluster({namespace!r}, pool={pool!r}, gateway={gateway!r}) as sb:
-    r = sb.run("echo from-tenant-pod; hostname -i")
+    r = sb.bash("echo from-tenant-pod; hostname -i")
     out["stdout"] = r.stdout
     payload = secrets.token_bytes(1024 * 1024 + 3)
     sb.upload(payload, "/testbed/data.bin")

@@ -74,7 +74,7 @@ async def test_a_claim_binds_the_sessions_token_env_and_files_and_the_pool_refil
     assert [o["uid"] for o in pod["metadata"]["ownerReferences"]] == [body["metadata"]["uid"]]
 
     token = await session_token(kube, namespace, body)
-    sandbox = Sandbox.connect(f"{body['status']['podIP']}:50051", token)
+    sandbox = await Sandbox.connect(f"{body['status']['podIP']}:50051", token)
     try:
         result = await sandbox.bash("echo $GREETING; cat /testbed/input/task.txt")
         assert result.stdout.splitlines() == ["hello from the claim", "the task"]

@@ -1,6 +1,6 @@
 """The SDK's and the CLI's Kubernetes backend, against the real operator.
 
-`Sandbox.on_cluster(direct=True)` creates a raw SandboxSession, waits for Ready, reads the
+`ClusterSandbox.open(ClusterBackend(...))` creates a raw SandboxSession, waits for Ready, reads the
 token Secret and drives the sandbox pod over gRPC; closing it deletes the session. `sandfleet
 run --backend kubernetes --managed` creates a managed session, follows it by watch, and exits
 with the local backend's exit codes; Ctrl-C deletes the session.
@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sandfleet.cluster import SessionFailedError
-from sandfleet.sandbox import ClusterSandbox, Sandbox
+from sandfleet import ClusterBackend, ClusterSandbox, ClusterSandboxRequest, SessionFailedError
 from tests.cluster.harness.cluster_access import ClusterUnderTest
 from tests.cluster.harness.kube_api import KubeApi
 from tests.cluster.harness.operator_harness import SESSIONS, OperatorProcess, wait_no_leftovers
@@ -39,14 +38,14 @@ def session_path(namespace: str, name: str) -> str:
 async def test_a_raw_sandbox_on_the_cluster_answers_call_tool_and_close_deletes_its_session(
     operator: OperatorProcess, kube: KubeApi, namespace: str, cluster_under_test: ClusterUnderTest
 ) -> None:
-    sandbox = await Sandbox.on_cluster(
+    request = ClusterSandboxRequest(
         namespace,
-        direct=True,
         kubeconfig=cluster_under_test.kubeconfig,
         env={"ANSWER": "42"},
         files={"input/notes.txt": "alpha\n"},
         ready_timeout_s=150,
     )
+    sandbox = await ClusterSandbox.open(ClusterBackend(request))
     async with sandbox:
         shell = await sandbox.call_tool("execute_bash", {"command": "echo $ANSWER; pwd"})
         viewed = await sandbox.call_tool(
@@ -67,14 +66,14 @@ async def test_a_session_that_fails_before_ready_raises_at_once_with_the_operato
     operator: OperatorProcess, kube: KubeApi, namespace: str, cluster_under_test: ClusterUnderTest
 ) -> None:
     with pytest.raises(SessionFailedError) as failed:
-        await Sandbox.on_cluster(
+        request = ClusterSandboxRequest(
             namespace,
-            direct=True,
             name="doomed",
             template="missing",
             kubeconfig=cluster_under_test.kubeconfig,
             ready_timeout_s=3600,  # the failure, not the timeout, must end the wait
         )
+        await ClusterSandbox.open(ClusterBackend(request))
     assert f"TemplateNotFound: SandboxTemplate {namespace}/missing not found" in str(failed.value)
     await kube.wait_for(session_path(namespace, "doomed"), lambda r: r.status == 404, 30)
 

@@ -11,8 +11,8 @@ import pytest
 
 from sandfleet import Sandbox
 from sandfleet.agent import AgentConfig, StopReason, Task, openai_model, run_agent
-from sandfleet.local import LocalSandboxConfig
-from sandfleet.local.processes import pids_tagged
+from sandfleet.backends.local import LocalSandboxConfig
+from sandfleet.backends.local.processes import pids_tagged
 from tests.support.scripted_openai import (
     RecordedRequest,
     Reply,

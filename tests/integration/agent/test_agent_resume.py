@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sandfleet import Sandbox
+from sandfleet import Opening, Sandbox
 from sandfleet.agent import (
     AgentConfig,
     AgentEvent,
@@ -33,7 +33,7 @@ from sandfleet.agent.resume import (
     resume_agent,
     resume_state,
 )
-from sandfleet.local import LocalRuntime, LocalSandboxConfig, launch_local_runtime
+from sandfleet.backends.local import LocalRuntime, LocalSandboxConfig, launch_local_runtime
 from tests.support.scripted_openai import Hang, Reply, ScriptedOpenAIServer, Step, bash, submit
 
 pytestmark = pytest.mark.integration
@@ -50,7 +50,7 @@ async def runtime(tmp_path: Path) -> AsyncIterator[LocalRuntime]:
         await launched.close()
 
 
-def attach(runtime: LocalRuntime) -> Sandbox:
+def attach(runtime: LocalRuntime) -> Opening[Sandbox]:
     """A fresh client of the running sandbox, as a (restarted) operator builds from the pod."""
     return Sandbox.connect(runtime.address, runtime.token, paths=runtime.paths)
 
@@ -79,7 +79,7 @@ async def interrupted_run(
     async with ScriptedOpenAIServer(script) as server:
         config = config_for(server)
         model = openai_model(config)
-        sandbox = attach(runtime)
+        sandbox = await attach(runtime)
         with TrajectoryWriter(path) as trajectory:
             loop = AgentLoop(TASK, sandbox, model, config, trajectory=trajectory, on_event=on_event)
             running = asyncio.create_task(loop.run())
@@ -102,7 +102,7 @@ async def resumed_run(
     async with ScriptedOpenAIServer(script) as server:
         config = config_for(server)
         model = openai_model(config)
-        sandbox = attach(runtime)
+        sandbox = await attach(runtime)
         with TrajectoryWriter(path) as trajectory:
             result = await resume_agent(
                 TASK, sandbox, model, config, state, trajectory=trajectory, on_event=events.append

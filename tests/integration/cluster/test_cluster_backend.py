@@ -1,4 +1,4 @@
-"""Sandbox.on_cluster through ClusterBackend against a scripted API server on 127.0.0.1: the
+"""ClusterSandbox.open(ClusterBackend(...)) against a scripted API server on 127.0.0.1: the
 request reaches the SandboxSession body, and a session that fails before Ready is deleted."""
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from sandfleet.cluster import SessionFailedError
+from sandfleet import ClusterBackend, ClusterSandbox, ClusterSandboxRequest, SessionFailedError
 from sandfleet.kube import KubeClient, KubeConfig
-from sandfleet.sandbox import Sandbox
 
 pytestmark = pytest.mark.integration
 
@@ -81,15 +80,15 @@ async def api() -> AsyncIterator[SessionApi]:
 async def test_a_session_that_fails_before_ready_raises_and_is_deleted(api: SessionApi) -> None:
     async with KubeClient(KubeConfig(server=api.url, token="t"), timeout_s=5) as kube:
         with pytest.raises(SessionFailedError) as failed:
-            await Sandbox.on_cluster(
+            request = ClusterSandboxRequest(
                 "team-a",
-                direct=True,
                 template="missing",
                 env={"SEED": "7"},
                 files={"input/notes.txt": "alpha\n"},
                 kube=kube,
                 ready_timeout_s=30,
             )
+            await ClusterSandbox.open(ClusterBackend(request))
 
     assert "phase Failed" in str(failed.value) and "TemplateNotFound" in str(failed.value)
     assert failed.value.state is not None and failed.value.state.name == "sbx-abc"

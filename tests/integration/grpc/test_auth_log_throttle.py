@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandboxLostError
 from sandfleet_runtime.auth import FailureLog
 from sandfleet_runtime.server import RuntimeServer

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from sandfleet.agent import execute_tool_call
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import ToolError
-from sandfleet.sandbox import Sandbox
+from sandfleet.sandbox.facade import Sandbox
 from sandfleet.tool_calls import ToolCall
 from sandfleet_runtime.server import RuntimeServer
 
@@ -72,7 +72,7 @@ async def test_a_bad_argument_is_a_tool_error_with_a_model_fixable_code(
 @pytest.fixture
 async def sandbox(runtime: tuple[RuntimeServer, str]) -> AsyncIterator[Sandbox]:
     server, token = runtime
-    sandbox = Sandbox.connect(f"127.0.0.1:{server.port}", token)
+    sandbox = await Sandbox.connect(f"127.0.0.1:{server.port}", token)
     yield sandbox
     await sandbox.close()
 

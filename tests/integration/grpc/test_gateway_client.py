@@ -18,7 +18,9 @@ import pytest
 import trustme
 
 from sandfleet.api import EgressMode, LifecycleSpec
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.gateway.client import GatewayClient
+from sandfleet.clients.grpc_channel import Tls
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import (
     GatewayAuthError,
     GatewayError,
@@ -28,8 +30,6 @@ from sandfleet.errors import (
     SandboxStartError,
 )
 from sandfleet.gateway.claim_types import ClaimError, ClaimFailure
-from sandfleet.gateway_client import GatewayClient
-from sandfleet.grpc_channel import Tls
 from tests.support.client_gateway import CALLER, CALLER_TOKEN, ClientGateway, client_gateway
 from tests.support.runtime_server import running_runtime
 from tests.support.scripted_gateway_service import Failure, ScriptedGatewayService

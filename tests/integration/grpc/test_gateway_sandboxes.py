@@ -13,11 +13,16 @@ from pathlib import Path
 
 import pytest
 
+from sandfleet import (
+    ClusterOptions,
+    ClusterSandbox,
+    GatewayAuthError,
+    RuntimeClient,
+    Sandbox,
+    SyncSandbox,
+    ToolError,
+)
 from sandfleet.api import GATEWAY_SESSION_METADATA
-from sandfleet.client import RuntimeClient
-from sandfleet.errors import GatewayAuthError, ToolError
-from sandfleet.sandbox import ClusterSandbox, Sandbox
-from sandfleet.sync import SyncSandbox
 from tests.support.client_gateway import CALLER_TOKEN, ClientGateway, client_gateway
 from tests.support.runtime_server import running_runtime
 
@@ -89,10 +94,10 @@ async def test_a_direct_client_sends_no_routing_metadata(gateway: ClientGateway)
 async def test_on_cluster_claims_through_the_gateway_and_close_releases(
     gateway: ClientGateway,
 ) -> None:
+    options = ClusterOptions(env={"A": "1"}, files={"input/x.txt": "x"}, ready_timeout_s=40)
     sandbox = await Sandbox.on_cluster(
-        "team-a", pool="py312", env={"A": "1"}, files={"input/x.txt": "x"},
-        ready_timeout_s=40, **gateway_options(gateway),
-    )  # fmt: skip
+        "team-a", pool="py312", options=options, **gateway_options(gateway)
+    )
     async with sandbox:
         shell = await sandbox.call_tool("execute_bash", {"command": "echo routed; pwd"})
 
@@ -106,11 +111,6 @@ async def test_on_cluster_claims_through_the_gateway_and_close_releases(
         "py312", 1, "sbx-", 40,
     )  # fmt: skip
     assert list(release.names) == ["sbx-0"] and not gateway.sessions
-
-
-async def test_on_cluster_refuses_the_direct_only_arguments_without_direct() -> None:
-    with pytest.raises(ValueError, match="name, address need direct=True"):
-        await Sandbox.on_cluster("team-a", name="mine", address="10.0.0.1:50051")
 
 
 async def test_many_sandboxes_come_from_one_claim_and_each_close_releases_its_own(
@@ -155,6 +155,9 @@ async def test_sync_sandboxes_through_the_gateway(gateway: ClientGateway, tmp_pa
             sandbox.upload(b"data", f"{gateway.workdir}/file.bin")
             sandbox.download(f"{gateway.workdir}/file.bin", tmp_path / "back.bin")
             ran = sandbox.run("cat file.bin").stdout
+            sandbox.upload(b"data", f"{gateway.working_dir}/file.bin")
+            sandbox.download(f"{gateway.working_dir}/file.bin", tmp_path / "back.bin")
+            ran = sandbox.bash("cat file.bin").stdout
         many = SyncSandbox.on_cluster_many(2, "team-a", **options)
         names = [s.sandbox.name for s in many]  # type: ignore[attr-defined]
         for each in many:

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from sandfleet.agent import execute_tool_call
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import ToolError
-from sandfleet.sandbox import Sandbox
+from sandfleet.sandbox.facade import Sandbox
 from sandfleet.tool_calls import ToolCall, UndoEditRequest, ViewRequest
 from sandfleet_runtime.server import RuntimeServer
 
@@ -27,7 +27,7 @@ EDITOR = "str_replace_editor"
 @pytest.fixture
 async def sandbox(runtime: tuple[RuntimeServer, str]) -> AsyncIterator[Sandbox]:
     server, token = runtime
-    sandbox = Sandbox.connect(f"127.0.0.1:{server.port}", token)
+    sandbox = await Sandbox.connect(f"127.0.0.1:{server.port}", token)
     yield sandbox
     await sandbox.close()
 

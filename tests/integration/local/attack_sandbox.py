@@ -12,9 +12,9 @@ import shlex
 import sys
 from pathlib import Path
 
-from sandfleet.client import RuntimeClient
-from sandfleet.local import LocalRuntime, LocalSandboxConfig, launch_local_runtime
-from sandfleet.local.isolation import probe
+from sandfleet.backends.local import LocalRuntime, LocalSandboxConfig, launch_local_runtime
+from sandfleet.backends.local.isolation import probe
+from sandfleet.clients.runtime.client import RuntimeClient
 
 STATUS = "grep -E '^(Uid|Cap(Eff|Prm|Bnd|Amb)|NoNewPrivs|Seccomp):' /proc/self/status"
 ROOT_CGROUPS = (

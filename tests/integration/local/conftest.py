@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from sandfleet.client import RuntimeClient
-from sandfleet.local import LocalRuntime, LocalSandboxConfig, launch_local_runtime
-from sandfleet.local.cgroups import members
-from sandfleet.local.isolation import probe
-from sandfleet.local.processes import pids_tagged
+from sandfleet.backends.local import LocalRuntime, LocalSandboxConfig, launch_local_runtime
+from sandfleet.backends.local.cgroups import members
+from sandfleet.backends.local.isolation import probe
+from sandfleet.backends.local.processes import pids_tagged
+from sandfleet.clients.runtime.client import RuntimeClient
 
 MECHANISMS = ("bwrap", "unshare", "none")
 NAMESPACED = ("bwrap", "unshare")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import structlog
 
-from sandfleet.client import RuntimeClient
-from sandfleet.local import launch_local_runtime
+from sandfleet.backends.local import launch_local_runtime
+from sandfleet.clients.runtime.client import RuntimeClient
 from tests.integration.local.conftest import config_for, pid_namespace
 
 DAEMONS = "sleep 1000 >/dev/null 2>&1 & (setsid sleep 1001 >/dev/null 2>&1 &); echo started"

@@ -11,9 +11,9 @@ import shlex
 import sys
 from pathlib import Path
 
-from sandfleet.client import RuntimeClient
-from sandfleet.local import LocalSandboxConfig, launch_local_runtime
-from sandfleet.local.isolation import probe
+from sandfleet.backends.local import LocalSandboxConfig, launch_local_runtime
+from sandfleet.backends.local.isolation import probe
+from sandfleet.clients.runtime.client import RuntimeClient
 
 
 async def main(state_dir: Path, tool: str, script: str, binds: list[str]) -> None:

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from sandfleet.backends.local import LocalSandboxConfig, launch_local_runtime, nsinit
+from sandfleet.backends.local.isolation import nsinit_spec, unshare_command
+from sandfleet.backends.local.layout import host_path, plan_layout, scan_host_root
 from sandfleet.cli.doctor_checks import Status, local_isolation
 from sandfleet.errors import SandboxStartError
-from sandfleet.local import LocalSandboxConfig, launch_local_runtime, nsinit
-from sandfleet.local.isolation import nsinit_spec, unshare_command
-from sandfleet.local.layout import host_path, plan_layout, scan_host_root
-from sandfleet.sandbox import SandboxPaths
+from sandfleet.sandbox.facade import SandboxPaths
 from sandfleet.settings import Settings
 from tests.integration.local.test_isolation_attacks import _unprivileged
 

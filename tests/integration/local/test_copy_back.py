@@ -11,10 +11,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from sandfleet.client import RuntimeClient
-from sandfleet.copy_back import CopyLimits, copy_tree
-from sandfleet.local import LocalSandboxConfig
-from sandfleet.sandbox import Sandbox
+from sandfleet.backends.local import LocalSandboxConfig
+from sandfleet.clients.runtime.client import RuntimeClient
+from sandfleet.sandbox.copy_back import CopyLimits, copy_tree
+from sandfleet.sandbox.facade import Sandbox
 from sandfleet_proto.runtime.v1 import file_service_pb2 as file_pb
 from sandfleet_proto.runtime.v1 import file_service_pb2_grpc as file_grpc
 from sandfleet_runtime.servicers import FileServicer

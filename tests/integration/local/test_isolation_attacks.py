@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from sandfleet.local import LocalSandboxConfig, launch_local_runtime
-from sandfleet.local.cgroups import AGENT_MEMORY_HEADROOM, AGENT_PROCESS_HEADROOM
-from sandfleet.local.isolation import SANDBOX_UID
+from sandfleet.backends.local import LocalSandboxConfig, launch_local_runtime
+from sandfleet.backends.local.cgroups import AGENT_MEMORY_HEADROOM, AGENT_PROCESS_HEADROOM
+from sandfleet.backends.local.isolation import SANDBOX_UID
 from tests.integration.local.conftest import THROWAWAY_UID
 
 pytestmark = pytest.mark.integration

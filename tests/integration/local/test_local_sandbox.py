@@ -10,9 +10,9 @@ import pytest
 import structlog
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from sandfleet.local import LocalSandboxConfig
-from sandfleet.local.cgroups import our_cgroup_parents
-from sandfleet.local.processes import command_line, pids_tagged
+from sandfleet.backends.local import LocalSandboxConfig
+from sandfleet.backends.local.cgroups import our_cgroup_parents
+from sandfleet.backends.local.processes import command_line, pids_tagged
 from tests.integration.local.conftest import (
     MECHANISMS,
     NAMESPACED,
@@ -136,8 +136,8 @@ async def test_without_namespaces_the_sandbox_works_below_its_private_dir_and_wa
 async def test_an_agent_that_fails_to_start_raises_with_its_log_and_leaves_nothing(
     state_dir: Path,
 ) -> None:
+    from sandfleet.backends.local import launch_local_runtime
     from sandfleet.errors import SandboxStartError
-    from sandfleet.local import launch_local_runtime
 
     config = LocalSandboxConfig(isolation="none", state_dir=state_dir, log_level="NO-SUCH-LEVEL")
     with pytest.raises(SandboxStartError, match="NO-SUCH-LEVEL"):

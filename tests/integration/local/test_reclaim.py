@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from sandfleet.client import RuntimeClient
-from sandfleet.local import LocalRuntime, launch_local_runtime, sweep_orphans
+from sandfleet.backends.local import LocalRuntime, launch_local_runtime, sweep_orphans
+from sandfleet.clients.runtime.client import RuntimeClient
 from tests.integration.local.conftest import (
     MECHANISMS,
     Launcher,

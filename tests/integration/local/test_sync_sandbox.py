@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandboxLostError
-from sandfleet.sync import SyncSandbox
+from sandfleet.sandbox.sync import SyncSandbox
 from tests.integration.local.conftest import config_for
 
 pytestmark = pytest.mark.integration
@@ -31,7 +31,7 @@ def test_a_local_sync_sandbox_runs_tools_and_moves_files(tmp_path: Path) -> None
         written = sandbox.download(f"{workdir}/in.txt", tmp_path / "out.txt")
         # Many plain threads at once share the sandbox's one event loop.
         with ThreadPoolExecutor(4) as pool:
-            results = list(pool.map(lambda i: sandbox.run(f"echo {i}").stdout, range(8)))
+            results = list(pool.map(lambda i: sandbox.bash(f"echo {i}").stdout, range(8)))
         names = [entry.path for entry in sandbox.list_files(workdir)]
         client = sandbox.sandbox.client
 
@@ -40,7 +40,7 @@ def test_a_local_sync_sandbox_runs_tools_and_moves_files(tmp_path: Path) -> None
     assert results == [f"{i}\n" for i in range(8)]
     assert any(name.endswith("in.txt") for name in names)
     # Closed: the local runtime is gone; a new client with its token finds nothing there.
-    token = dict(client._metadata)["authorization"].removeprefix("Bearer ")
+    token = dict(client._connection.metadata)["authorization"].removeprefix("Bearer ")
     with pytest.raises(SandboxLostError, match="UNAVAILABLE"):
         asyncio.run(_stats(client.address, token))
     sandbox.close()  # closing twice does nothing

@@ -14,9 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from sandfleet.local.isolation import SANDBOX_UID, bwrap_options, nsinit_spec, unshare_command
-from sandfleet.local.layout import host_path, plan_layout, scan_host_root
-from sandfleet.sandbox import SandboxPaths
+from sandfleet.backends.local.isolation import (
+    SANDBOX_UID,
+    bwrap_options,
+    nsinit_spec,
+    unshare_command,
+)
+from sandfleet.backends.local.layout import host_path, plan_layout, scan_host_root
+from sandfleet.sandbox.facade import SandboxPaths
 from tests.integration.local.conftest import NAMESPACED, mechanism_params
 
 pytestmark = pytest.mark.integration

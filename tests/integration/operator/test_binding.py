@@ -14,7 +14,7 @@ from typing import Any, cast
 import pytest
 
 from sandfleet.api import EnvVar, FileSource, Reason
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandboxLostError
 from sandfleet.fleet.plans import PlanError
 from sandfleet.kube import KubeClient, NotFoundError

@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[3]
 _PROBE = (
     "import sandfleet_proto.runtime.v1.bash_service_pb2_grpc as g, sandfleet_runtime.server as s, "
-    "sandfleet.client as c; print(g.__file__); print(s.__file__); print(c.__file__)"
+    "sandfleet.clients.runtime.client as c; print(g.__file__); print(s.__file__); print(c.__file__)"
 )
 
 
@@ -38,7 +38,7 @@ def test_a_built_wheel_imports_without_the_source_tree(tmp_path: Path) -> None:
     (wheel,) = tmp_path.glob("sandfleet-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "sandfleet_proto/runtime/v1/bash_service_pb2_grpc.py" in names
-    assert "sandfleet_runtime/__main__.py" in names and "sandfleet/sandbox.py" in names
+    assert "sandfleet_runtime/__main__.py" in names and "sandfleet/sandbox/facade.py" in names
     target = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(target)
     # -S skips site-packages .pth processing, so the editable path hooks cannot leak in;

@@ -12,11 +12,11 @@ from collections.abc import AsyncIterator
 import pytest
 
 from sandfleet.agent import Task
-from sandfleet.client import RuntimeClient
+from sandfleet.backends.local import LocalRuntime, LocalSandboxConfig, launch_local_runtime
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandfleetError
-from sandfleet.local import LocalRuntime, LocalSandboxConfig, launch_local_runtime
 from sandfleet.rl import Observation, SandboxEnvBatch
-from sandfleet.sandbox import ClusterSandbox, Sandbox
+from sandfleet.sandbox.facade import ClusterSandbox, Sandbox
 from sandfleet.tool_calls import ToolCall
 from tests.support.client_gateway import CALLER_TOKEN, NAMESPACE, ClientGateway, client_gateway
 

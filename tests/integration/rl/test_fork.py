@@ -8,12 +8,12 @@ import tarfile
 import pytest
 
 from sandfleet import Sandbox
-from sandfleet.backend import OpenedSandbox
-from sandfleet.client import RuntimeClient
+from sandfleet.backends.local import LocalBackend, LocalRuntime, LocalSandboxConfig
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandboxLostError, SandboxStartError, SandfleetError
-from sandfleet.local import LocalBackend, LocalRuntime, LocalSandboxConfig
-from sandfleet.sandbox_core import SandboxCore
-from sandfleet.sync import SyncSandbox
+from sandfleet.sandbox.backend import OpenedSandbox
+from sandfleet.sandbox.core import SandboxCore
+from sandfleet.sandbox.sync import SyncSandbox
 
 pytestmark = pytest.mark.integration
 
@@ -93,7 +93,8 @@ async def test_a_fork_of_a_fork_works_and_closing_forks_stops_their_sandboxes() 
         assert await text(grandchild, "cat g.txt") == "gen0\ngen1\n"
         for sandbox in (grandchild, child):
             address = sandbox.client.address
-            token = dict(sandbox.client._metadata)["authorization"].removeprefix("Bearer ")
+            metadata = dict(sandbox.client._connection.metadata)
+            token = metadata["authorization"].removeprefix("Bearer ")
             await sandbox.close()
             fresh = RuntimeClient(address, token)
             try:
@@ -114,19 +115,19 @@ async def test_fork_needs_a_sandbox_opened_from_a_backend_and_a_positive_count()
 
 def test_the_blocking_sandbox_resets_and_forks_too() -> None:
     with SyncSandbox.local() as sandbox:
-        sandbox.run("echo base > b.txt; sleep 600 >/dev/null 2>&1 &")
+        sandbox.bash("echo base > b.txt; sleep 600 >/dev/null 2>&1 &")
         forks = sandbox.fork(2)
         try:
-            forks[0].run("echo one > b.txt")
-            assert [f.run("cat b.txt").stdout for f in forks] == ["one\n", "base\n"]
+            forks[0].bash("echo one > b.txt")
+            assert [f.bash("cat b.txt").stdout for f in forks] == ["one\n", "base\n"]
             forks[0].reset()
-            assert forks[0].run("cat b.txt").stdout == "base\n"
+            assert forks[0].bash("cat b.txt").stdout == "base\n"
         finally:
             for fork in forks:
                 fork.close()
         report = sandbox.reset()
         assert report.killed_processes >= 1
-        assert sandbox.run("ls").stdout == "input\noutput\n"
+        assert sandbox.bash("ls").stdout == "input\noutput\n"
 
 
 class _FailingThirdOpen:

@@ -12,9 +12,9 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 
-from sandfleet.cluster import gateway_backend
+from sandfleet.backends import gateway as gateway_backend
 from sandfleet.errors import GatewayStartError
-from sandfleet.sandbox import Sandbox
+from sandfleet.sandbox.facade import Sandbox
 from tests.support.scripted_gateway_service import Failure, ScriptedGatewayService
 
 pytestmark = pytest.mark.integration

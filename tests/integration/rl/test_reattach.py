@@ -12,7 +12,7 @@ import pytest
 
 from sandfleet import Sandbox, SandboxPaths
 from sandfleet.agent import Task
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import ToolError
 from sandfleet.rl import SandboxEnv, command_id
 from sandfleet.tool_calls import ToolCall
@@ -49,7 +49,9 @@ async def test_a_step_whose_connection_drops_reattaches_and_gets_the_exit_code_o
     server, token, workdir = runtime
     watcher = RuntimeClient(f"127.0.0.1:{server.port}", token)
     async with TcpRelay("127.0.0.1", server.port) as relay:
-        sandbox = Sandbox.connect(relay.address, token, paths=SandboxPaths.under(str(workdir)))
+        sandbox = await Sandbox.connect(
+            relay.address, token, paths=SandboxPaths.under(str(workdir))
+        )
         env = SandboxEnv(sandbox)
         try:
             await env.reset(Task(id="long", prompt="p"))
@@ -82,7 +84,7 @@ async def test_a_client_killed_mid_command_leaves_a_result_a_new_client_collects
     derives the command id from (episode, turn) and collects the exit code."""
     server, token, workdir = runtime
     address = f"127.0.0.1:{server.port}"
-    first = Sandbox.connect(address, token, paths=SandboxPaths.under(str(workdir)))
+    first = await Sandbox.connect(address, token, paths=SandboxPaths.under(str(workdir)))
     env = SandboxEnv(first)
     await env.reset(Task(id="long", prompt="p"))
     step = asyncio.ensure_future(env.step(bash("sleep 1; exit 3")))

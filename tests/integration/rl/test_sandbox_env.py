@@ -21,7 +21,7 @@ from sandfleet.rl import (
     SandboxEnvBatch,
     SyncSandboxEnvBatch,
 )
-from sandfleet.sandbox_core import SandboxCore
+from sandfleet.sandbox.core import SandboxCore
 from sandfleet.tool_calls import ToolCall
 from tests.support.scripted_openai import Reply, ScriptedOpenAIServer, submit
 

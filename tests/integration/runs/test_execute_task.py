@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from sandfleet.agent import AgentConfig, AgentEvent, RunFinished, Task, ToolCalled
+from sandfleet.backends.local import LocalSandboxConfig
 from sandfleet.errors import SandboxStartError
-from sandfleet.local import LocalSandboxConfig
 from sandfleet.runs import LocalSandboxes, RunFailure, execute_task, run_folder
-from sandfleet.sandbox import Sandbox
+from sandfleet.sandbox.facade import Sandbox
 from sandfleet.tasks import TaskSpec
 from tests.support.agent_fakes import ScriptedModel, turn
 

@@ -18,7 +18,7 @@ import grpc
 import grpc.aio
 import pytest
 
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import ToolError
 from sandfleet_proto.runtime.v1 import file_service_pb2 as file_pb
 from sandfleet_proto.runtime.v1 import file_service_pb2_grpc as file_grpc

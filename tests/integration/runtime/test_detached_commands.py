@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandboxLostError, ToolError
 from sandfleet_runtime.server import RuntimeServer
 from tests.support.runtime_server import running_runtime

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import ToolError
 from sandfleet_runtime.server import RuntimeServer
 from tests.integration.runtime.tree_support import (

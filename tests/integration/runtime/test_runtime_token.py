@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from tests.support.runtime_server import spawn_runtime_process
 
 pytestmark = pytest.mark.integration

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from sandfleet.local import LocalSandboxConfig
-from sandfleet.sandbox import Sandbox
+from sandfleet.backends.local import LocalSandboxConfig
+from sandfleet.sandbox.facade import Sandbox
 from sandfleet_runtime.editor.file_editor import MAX_LISTING_ENTRIES
 from tests.support.runtime_server import running_runtime
 
@@ -45,7 +45,7 @@ async def address(
 
 @pytest.fixture
 async def sandbox(address: tuple[str, str]) -> AsyncIterator[Sandbox]:
-    sandbox = Sandbox.connect(*address)
+    sandbox = await Sandbox.connect(*address)
     yield sandbox
     await sandbox.close()
 
@@ -71,7 +71,7 @@ async def test_what_python_printed_before_a_timeout_is_kept(address: tuple[str, 
     """OpenHands and the seed show the output a command produced before its timeout. A
     Python program's stdout is a pipe here, block-buffered, and the kill would drop the
     buffer; the sandbox's shells run Python unbuffered (PYTHONUNBUFFERED=1)."""
-    sandbox = Sandbox.connect(*address, tool_timeout_s=1)
+    sandbox = await Sandbox.connect(*address, tool_timeout_s=1)
     try:
         observed = await bash(
             sandbox, "python3 -c 'print(\"before\"); import time; time.sleep(60)'"

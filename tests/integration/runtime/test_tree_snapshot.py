@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sandfleet.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import ToolError
 from sandfleet_runtime import tree_archive
 from tests.integration.runtime.tree_support import BINARY, make_sample_tree, tree_picture

@@ -9,7 +9,7 @@ from sandfleet.agent.prompts import (
     remaining_turns_notice,
     template_values,
 )
-from sandfleet.sandbox import SandboxPaths
+from sandfleet.sandbox.facade import SandboxPaths
 
 PATHS = SandboxPaths.under("/work")
 

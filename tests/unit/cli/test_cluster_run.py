@@ -19,8 +19,8 @@ from sandfleet.cli.cluster_run import (
 )
 from sandfleet.cli.execution import ConfigurationError
 from sandfleet.cli.exit_codes import ExitCode, outcome_exit_code
+from sandfleet.cli.input_files import TextInputs
 from sandfleet.cli.main import build_parser, settings_from_arguments
-from sandfleet.cluster.input_files import TextInputs
 from sandfleet.fleet.status import SessionState
 from sandfleet.settings import Settings, SettingsError, load_settings
 from sandfleet.tasks import TaskSpec

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sandfleet.sandbox import SandboxPaths
+from sandfleet.sandbox.facade import SandboxPaths
 from sandfleet.tasks import (
     TaskInputError,
     load_prompt_config,

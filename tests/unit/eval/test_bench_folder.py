@@ -11,7 +11,7 @@ import pytest
 
 from sandfleet.eval.bench_folder import BenchError, load_benchmark
 from sandfleet.eval.problems import problems_from_rows, sandbox_task
-from sandfleet.sandbox import SandboxPaths
+from sandfleet.sandbox.facade import SandboxPaths
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "bench" / "arithmetic"

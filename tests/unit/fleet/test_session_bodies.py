@@ -28,7 +28,7 @@ from sandfleet.fleet.manifests import (
     secret_key_ref,
     session_body,
 )
-from sandfleet.sandbox import SandboxPaths
+from sandfleet.sandbox.facade import SandboxPaths
 
 
 def test_a_raw_session_carries_only_what_was_asked_for() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from sandfleet.errors import SandboxLostError, SandfleetError
 from sandfleet.mcp.tools import Caller, SessionTools, mcp_tool_specs
-from sandfleet.sandbox_core import SandboxCore
+from sandfleet.sandbox.core import SandboxCore
 from sandfleet.tool_calls import tool_specs
 from tests.unit.tool_calls.test_dispatch import HEADER, FakeClient
 

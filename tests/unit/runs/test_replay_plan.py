@@ -10,7 +10,7 @@ import pytest
 
 from sandfleet.agent.prompts import remaining_turns_notice
 from sandfleet.runs.replay import ReplayError, _matches, _PathMapping, load_plan
-from sandfleet.sandbox import SandboxPaths
+from sandfleet.sandbox.facade import SandboxPaths
 
 META = {
     "kind": "meta",

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from sandfleet.agent import execute_tool_call
-from sandfleet.client import CommandResult
+from sandfleet.clients.runtime.client import CommandResult
 from sandfleet.errors import SandboxLostError, ToolError
-from sandfleet.sandbox import Sandbox
+from sandfleet.sandbox.facade import Sandbox
 from sandfleet.tool_calls import (
     CreateRequest,
     EditorRequest,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandfleet.client import CommandResult
+from sandfleet.clients.runtime.client import CommandResult
 from sandfleet.tool_calls import bash_observation
 from sandfleet.tool_calls.observations import terminal_text
 

@@ -1,0 +1,81 @@
+"""RuntimeConnection: one gRPC channel to one runtime agent, its service stubs, the call
+metadata (the runtime token, the gateway's routing) and the translation of gRPC failures.
+RuntimeClient and its rollout calls both use one connection."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import grpc
+
+from sandfleet.api import CALLER_AUTHORIZATION, GATEWAY_SESSION_METADATA
+from sandfleet.clients.grpc_channel import CallerToken, Tls, open_channel, retry_service_config
+from sandfleet.clients.runtime.calls import translate
+from sandfleet_proto.runtime.v1 import bash_service_pb2_grpc as bash_grpc
+from sandfleet_proto.runtime.v1 import editor_service_pb2_grpc as editor_grpc
+from sandfleet_proto.runtime.v1 import file_service_pb2_grpc as file_grpc
+from sandfleet_proto.runtime.v1 import system_service_pb2_grpc as system_grpc
+
+T = TypeVar("T")
+
+# Transport retries for calls the server never saw (UNAVAILABLE); nothing else is retried,
+# because a command that reached the server may already have run.
+_SERVICE_CONFIG = retry_service_config(
+    [
+        "sandfleet.runtime.v1.EditorService",
+        "sandfleet.runtime.v1.SystemService",
+        "sandfleet.runtime.v1.BashService",
+    ]
+)
+
+
+class RuntimeConnection:
+    """The channel, stubs and metadata every runtime call goes through."""
+
+    def __init__(
+        self,
+        address: str,
+        token: str,
+        *,
+        rpc_timeout_s: float,
+        session: str | None,
+        tls: Tls | None,
+        caller_token: Callable[[], str] | None,
+    ) -> None:
+        self.rpc_timeout_s = rpc_timeout_s
+        """The deadline of calls that run no command (stats, editor, listings)."""
+        self._routing: tuple[tuple[str, str], ...] = (
+            ((GATEWAY_SESSION_METADATA, session),) if session else ()
+        )
+        self.metadata = self._with_token(token)
+        """What every call carries: the runtime token and, through a gateway, the session."""
+        interceptors = (
+            CallerToken(CALLER_AUTHORIZATION, caller_token).interceptors()
+            if caller_token is not None
+            else []
+        )
+        self._channel = open_channel(
+            address, service_config=_SERVICE_CONFIG, tls=tls, interceptors=interceptors
+        )
+        self.bash = bash_grpc.BashServiceStub(self._channel)
+        self.editor = editor_grpc.EditorServiceStub(self._channel)
+        self.files = file_grpc.FileServiceStub(self._channel)
+        self.system = system_grpc.SystemServiceStub(self._channel)
+
+    def _with_token(self, token: str) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {token}"), *self._routing)
+
+    def rotate_token(self, token: str) -> None:
+        self.metadata = self._with_token(token)
+
+    async def close(self) -> None:
+        await self._channel.close(grace=None)
+
+    async def rpc(self, call: Callable[[], Awaitable[T]]) -> T:
+        """`call`'s answer; a gRPC failure as ToolError (the model's to fix) or
+        SandboxLostError (infrastructure)."""
+        try:
+            return await call()
+        except grpc.aio.AioRpcError as exc:
+            raise translate(exc) from exc
