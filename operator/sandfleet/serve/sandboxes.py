@@ -1,0 +1,89 @@
+"""Where a served model's sandboxes come from: local ones, a few kept started (warm).
+
+A request takes a started sandbox at once when one is waiting (a local sandbox takes a few
+hundred milliseconds to boot) and a refill starts behind it. A sandbox serves one request
+or one conversation, then is closed: it is never handed to another client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from sandfleet.errors import SandfleetError
+from sandfleet.local import LocalBackend, LocalSandboxConfig
+from sandfleet.logs import get_logger
+from sandfleet.sandbox import Sandbox
+
+log = get_logger(__name__)
+
+RELEASE_TIMEOUT_S = 30.0
+
+
+class LocalSandboxSource:
+    """Local sandboxes for one served model, `warm` of them kept started."""
+
+    def __init__(self, config: LocalSandboxConfig, *, tool_timeout_s: float, warm: int) -> None:
+        self._config = config
+        self._tool_timeout_s = tool_timeout_s
+        self._warm = warm
+        self._ready: list[Sandbox] = []
+        self._refills: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    def start(self) -> None:
+        """Begin filling the warm pool (in the background)."""
+        for _ in range(self._warm):
+            self._refill()
+
+    async def take(self) -> Sandbox:
+        """A started sandbox; raises SandfleetError (SandboxStartError) when none starts."""
+        sandbox = self._ready.pop() if self._ready else None
+        if self._warm:
+            self._refill()
+        if sandbox is not None:
+            return sandbox
+        return await self._open()
+
+    async def release(self, sandbox: Sandbox) -> None:
+        """Close a sandbox a request or conversation is done with; never raises, and is
+        shielded: it usually runs while the request is being cancelled."""
+        await asyncio.shield(_close(sandbox))
+
+    async def aclose(self) -> None:
+        self._closed = True
+        for task in list(self._refills):
+            task.cancel()
+        await asyncio.gather(*self._refills, return_exceptions=True)
+        ready, self._ready = self._ready, []
+        await asyncio.gather(*(_close(sandbox) for sandbox in ready))
+
+    async def _open(self) -> Sandbox:
+        return await Sandbox.open(LocalBackend(self._config), tool_timeout_s=self._tool_timeout_s)
+
+    def _refill(self) -> None:
+        if self._closed or len(self._ready) + len(self._refills) >= self._warm:
+            return
+        task = asyncio.get_running_loop().create_task(self._add_one())
+        self._refills.add(task)
+        task.add_done_callback(self._refills.discard)
+
+    async def _add_one(self) -> None:
+        try:
+            sandbox = await self._open()
+        except (SandfleetError, OSError) as error:
+            log.warning("serve_warm_sandbox_failed", error=str(error))
+            return
+        if self._closed:
+            await _close(sandbox)
+            return
+        self._ready.append(sandbox)
+
+
+async def _close(sandbox: Sandbox) -> None:
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(RELEASE_TIMEOUT_S):
+            try:
+                await sandbox.close()
+            except (SandfleetError, OSError) as error:
+                log.warning("serve_sandbox_release_failed", error=str(error))
