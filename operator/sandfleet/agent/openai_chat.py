@@ -175,7 +175,6 @@ class OpenAIChatModel(ChatCompletionsMessages):
             max_retries=self._max_retries,
         )
 
-
     async def complete(
         self, transcript: Sequence[Any], tools: Sequence[ToolSpec], *, max_tokens: int | None
     ) -> ModelTurn:
