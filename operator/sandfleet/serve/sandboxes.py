@@ -30,6 +30,8 @@ class LocalSandboxSource:
         self._ready: list[Sandbox] = []
         self._refills: set[asyncio.Task[None]] = set()
         self._closed = False
+        self.open = 0
+        """Sandboxes started and not yet closed (warm ones included)."""
 
     def start(self) -> None:
         """Begin filling the warm pool (in the background)."""
@@ -48,7 +50,7 @@ class LocalSandboxSource:
     async def release(self, sandbox: Sandbox) -> None:
         """Close a sandbox a request or conversation is done with; never raises, and is
         shielded: it usually runs while the request is being cancelled."""
-        await asyncio.shield(_close(sandbox))
+        await asyncio.shield(self._close(sandbox))
 
     async def aclose(self) -> None:
         self._closed = True
@@ -56,10 +58,20 @@ class LocalSandboxSource:
             task.cancel()
         await asyncio.gather(*self._refills, return_exceptions=True)
         ready, self._ready = self._ready, []
-        await asyncio.gather(*(_close(sandbox) for sandbox in ready))
+        await asyncio.gather(*(self._close(sandbox) for sandbox in ready))
 
     async def _open(self) -> Sandbox:
-        return await Sandbox.open(LocalBackend(self._config), tool_timeout_s=self._tool_timeout_s)
+        sandbox = await Sandbox.open(
+            LocalBackend(self._config), tool_timeout_s=self._tool_timeout_s
+        )
+        self.open += 1
+        return sandbox
+
+    async def _close(self, sandbox: Sandbox) -> None:
+        try:
+            await _close(sandbox)
+        finally:
+            self.open -= 1
 
     def _refill(self) -> None:
         if self._closed or len(self._ready) + len(self._refills) >= self._warm:
@@ -75,7 +87,7 @@ class LocalSandboxSource:
             log.warning("serve_warm_sandbox_failed", error=str(error))
             return
         if self._closed:
-            await _close(sandbox)
+            await self._close(sandbox)
             return
         self._ready.append(sandbox)
 

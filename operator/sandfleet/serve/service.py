@@ -211,7 +211,7 @@ class ServeService:
             job.conversation.history.append((job.message, answer))
             job.conversation.last_used = time.monotonic()
             return False
-        if not job.keep or outcome.result.stop_reason is StopReason.SANDBOX_LOST:
+        if not job.keep or outcome.result.stop_reason in _FAILED:
             return False
         conversation = Conversation(job.conversation_id, job.served.name, job.tenant, sandbox)
         conversation.history.append((job.message, answer))
@@ -222,8 +222,16 @@ class ServeService:
     def _source(self, job: Job) -> LocalSandboxSource:
         return self._sources[job.served.name]
 
+    def open_sandboxes(self) -> int:
+        """Sandboxes started and not closed, over every served model (warm ones included)."""
+        return sum(source.open for source in self._sources.values())
+
     async def _release(self, conversation: Conversation) -> None:
         await self._sources[conversation.model].release(conversation.sandbox)
+
+
+_FAILED = frozenset({StopReason.MODEL_ERROR, StopReason.SANDBOX_LOST})
+"""Runs that are answered with an error: their sandbox never starts a conversation."""
 
 
 def _checked(served: ServedModel, outcome: Outcome | None) -> Outcome:

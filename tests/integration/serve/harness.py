@@ -27,7 +27,9 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def write_config(folder: Path, upstream_url: str, *, server: str = "", model: str = "") -> Path:
+def write_config(
+    folder: Path, upstream_url: str, *, server: str = "", model: str = "", extra: str = ""
+) -> Path:
     """A served-models file: one model on `upstream_url`, namespaced local sandboxes."""
     path = folder / "serve.toml"
     path.write_text(
@@ -49,6 +51,7 @@ def write_config(folder: Path, upstream_url: str, *, server: str = "", model: st
             {model}
             """
         )
+        + textwrap.dedent(extra)
     )
     return path
 
