@@ -29,6 +29,7 @@ class LocalSandboxSource:
         self._warm = warm
         self._ready: list[Sandbox] = []
         self._refills: set[asyncio.Task[None]] = set()
+        self._releases: set[asyncio.Task[None]] = set()
         self._closed = False
         self.open = 0
         """Sandboxes started and not yet closed (warm ones included)."""
@@ -47,10 +48,13 @@ class LocalSandboxSource:
             return sandbox
         return await self._open()
 
-    async def release(self, sandbox: Sandbox) -> None:
-        """Close a sandbox a request or conversation is done with; never raises, and is
-        shielded: it usually runs while the request is being cancelled."""
-        await asyncio.shield(self._close(sandbox))
+    def release(self, sandbox: Sandbox) -> None:
+        """Close a sandbox a request or conversation is done with, in the background: the
+        answer does not wait for it, and a cancelled request (the client left) cannot
+        interrupt it. `aclose` waits for every release still running."""
+        task = asyncio.get_running_loop().create_task(self._close(sandbox))
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
 
     async def aclose(self) -> None:
         self._closed = True
@@ -58,7 +62,7 @@ class LocalSandboxSource:
             task.cancel()
         await asyncio.gather(*self._refills, return_exceptions=True)
         ready, self._ready = self._ready, []
-        await asyncio.gather(*(self._close(sandbox) for sandbox in ready))
+        await asyncio.gather(*(self._close(sandbox) for sandbox in ready), *self._releases)
 
     async def _open(self) -> Sandbox:
         sandbox = await Sandbox.open(

@@ -146,7 +146,7 @@ class ServeService:
             if outcome.result.stop_reason is StopReason.SANDBOX_LOST and not outcome.steps:
                 log.warning("serve_sandbox_lost_retrying", response=job.response_id)
                 if job.conversation is None:
-                    await self._source(job).release(sandbox)
+                    self._source(job).release(sandbox)
                     sandbox = await self._sandbox_for(job)
                     outcome = await self._run_in(job, sandbox, emit)
             kept = self._keep(job, sandbox, outcome)
@@ -157,7 +157,7 @@ class ServeService:
                 tool_calls=None if outcome is None else len(outcome.steps),
             )
             if job.conversation is None and not kept:
-                await self._source(job).release(sandbox)
+                self._source(job).release(sandbox)
         return _checked(served, outcome)
 
     async def _run_in(self, job: Job, sandbox: Sandbox, emit: Emit) -> Outcome:
@@ -227,7 +227,7 @@ class ServeService:
         return sum(source.open for source in self._sources.values())
 
     async def _release(self, conversation: Conversation) -> None:
-        await self._sources[conversation.model].release(conversation.sandbox)
+        self._sources[conversation.model].release(conversation.sandbox)
 
 
 _FAILED = frozenset({StopReason.MODEL_ERROR, StopReason.SANDBOX_LOST})

@@ -28,7 +28,13 @@ def free_port() -> int:
 
 
 def write_config(
-    folder: Path, upstream_url: str, *, server: str = "", model: str = "", extra: str = ""
+    folder: Path,
+    upstream_url: str,
+    *,
+    server: str = "",
+    model: str = "",
+    extra: str = "",
+    warm: int = 0,
 ) -> Path:
     """A served-models file: one model on `upstream_url`, namespaced local sandboxes."""
     path = folder / "serve.toml"
@@ -47,7 +53,7 @@ def write_config(
             max_retries = 0
             tool_timeout_s = 30
             isolation = "auto"
-            warm = 0
+            warm = {warm}
             {model}
             """
         )

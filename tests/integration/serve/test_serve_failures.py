@@ -112,7 +112,7 @@ async def test_an_upstream_down_or_sending_garbage_is_a_502_naming_the_model(
     assert "'down'" in down.value.message and "cannot reach" in down.value.message
     assert garbage.value.status_code == 502
     assert f"'{MODEL}'" in garbage.value.message
-    assert limited.service.open_sandboxes() == 0
+    assert await eventually(lambda: limited.service.open_sandboxes() == 0)  # released
 
 
 async def test_a_tenant_at_its_limit_gets_429_with_retry_after(
