@@ -111,11 +111,17 @@ def clip(text: str, limit: int = OBSERVATION_CLIP) -> str:
 
 
 class WatchedSandbox:
-    """The AgentSandbox the loop sees: the real sandbox, every tool call reported."""
+    """The AgentSandbox the loop sees: the real sandbox, every tool call reported.
 
-    def __init__(self, sandbox: Sandbox, emit: Emit) -> None:
+    `fresh`: nothing has run in the sandbox before this loop (a new one, not a
+    conversation's), so until a tool runs its output folder is empty: a loop that answers
+    without a tool skips listing it (a round trip to the runtime on the answer's path).
+    """
+
+    def __init__(self, sandbox: Sandbox, emit: Emit, *, fresh: bool = False) -> None:
         self._sandbox = sandbox
         self._emit = emit
+        self._fresh = fresh
         self.steps: list[Step] = []
 
     @property
@@ -140,6 +146,8 @@ class WatchedSandbox:
         return await self._sandbox.download(remote, local)
 
     async def list_files(self, remote_dir: str) -> Sequence[FileEntryView]:
+        if self._fresh and not self.steps and remote_dir == self._sandbox.paths.output_dir:
+            return []
         return await self._sandbox.list_files(remote_dir)
 
 
@@ -207,12 +215,14 @@ async def run_loop(
     on_model_call: Callable[[float], None],
     outputs_to: Path,
     limits: CopyLimits,
+    fresh: bool = False,
 ) -> Outcome:
-    """Run the loop for `task` in `sandbox`, then copy its output folder to `outputs_to`.
+    """Run the loop for `task` in `sandbox`, then copy its output folder to `outputs_to`
+    (`fresh`: nothing ran in the sandbox before, see WatchedSandbox).
 
     CancelledError propagates (the client went away); the caller releases the sandbox.
     """
-    watched = WatchedSandbox(sandbox, emit)
+    watched = WatchedSandbox(sandbox, emit, fresh=fresh)
     timed = TimedModel(model, on_model_call)
     result = await run_agent(task, watched, timed, config)
     files: tuple[OutputFile, ...] = ()

@@ -1,8 +1,9 @@
 """Where a served model's sandboxes come from: local ones, a few kept started (warm).
 
 A request takes a started sandbox at once when one is waiting (a local sandbox takes a few
-hundred milliseconds to boot) and a refill starts behind it. A sandbox serves one request
-or one conversation, then is closed: it is never handed to another client.
+hundred milliseconds to boot) and the pool is refilled once the request has its answer. A
+sandbox serves one request or one conversation, then is closed: it is never handed to
+another client.
 """
 
 from __future__ import annotations
@@ -36,17 +37,23 @@ class LocalSandboxSource:
 
     def start(self) -> None:
         """Begin filling the warm pool (in the background)."""
-        for _ in range(self._warm):
-            self._refill()
+        self.refill()
 
     async def take(self) -> Sandbox:
-        """A started sandbox; raises SandfleetError (SandboxStartError) when none starts."""
-        sandbox = self._ready.pop() if self._ready else None
-        if self._warm:
-            self._refill()
-        if sandbox is not None:
-            return sandbox
+        """A started sandbox; raises SandfleetError (SandboxStartError) when none starts.
+
+        Taking one does not refill the pool: starting a sandbox costs CPU the request needs
+        now. The service calls `refill` once the request has its answer."""
+        if self._ready:
+            return self._ready.pop()
         return await self._open()
+
+    def refill(self) -> None:
+        """Start sandboxes in the background until `warm` are started or starting."""
+        while not self._closed and len(self._ready) + len(self._refills) < self._warm:
+            task = asyncio.get_running_loop().create_task(self._add_one())
+            self._refills.add(task)
+            task.add_done_callback(self._refills.discard)
 
     def release(self, sandbox: Sandbox) -> None:
         """Close a sandbox a request or conversation is done with, in the background: the
@@ -76,13 +83,6 @@ class LocalSandboxSource:
             await _close(sandbox)
         finally:
             self.open -= 1
-
-    def _refill(self) -> None:
-        if self._closed or len(self._ready) + len(self._refills) >= self._warm:
-            return
-        task = asyncio.get_running_loop().create_task(self._add_one())
-        self._refills.add(task)
-        task.add_done_callback(self._refills.discard)
 
     async def _add_one(self) -> None:
         try:

@@ -158,6 +158,7 @@ class ServeService:
             )
             if job.conversation is None and not kept:
                 self._source(job).release(sandbox)
+            self._source(job).refill()
         return _checked(served, outcome)
 
     async def _run_in(self, job: Job, sandbox: Sandbox, emit: Emit) -> Outcome:
@@ -178,6 +179,7 @@ class ServeService:
             on_model_call=lambda seconds: self.metrics.upstream_call(served.name, seconds),
             outputs_to=self.files_root / job.response_id,
             limits=self._limits,
+            fresh=job.conversation is None,
         )
 
     async def _sandbox_for(self, job: Job) -> Sandbox:
