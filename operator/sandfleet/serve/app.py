@@ -26,9 +26,11 @@ from sandfleet.logs import get_logger
 from sandfleet.serve import chat, responses
 from sandfleet.serve.catalog import model_body, models_page
 from sandfleet.serve.conversations import StoredResponse
+from sandfleet.serve.engine import Outcome
 from sandfleet.serve.errors import ApiError, internal_error
 from sandfleet.serve.exchanges import ChatExchange, ResponsesExchange
 from sandfleet.serve.files import output_file
+from sandfleet.serve.metrics import ServeMetrics
 from sandfleet.serve.requests import read_json, tenant_of
 from sandfleet.serve.service import Running, ServeService
 
@@ -118,7 +120,7 @@ class _Routes:
         running = exchange.start()
         if exchange.request.stream:
             return await self._stream(request, running, exchange.stream, exchange.headers())
-        outcome = await until_done_or_gone(request, running.outcome())
+        outcome = await _answer(request, running)
         return JSONResponse(exchange.body(outcome), headers=exchange.headers())
 
     async def create_response(self, request: Request) -> Response:
@@ -128,8 +130,8 @@ class _Routes:
         running = exchange.start()
         if exchange.request.stream:
             return await self._stream(request, running, exchange.stream)
-        outcome = await until_done_or_gone(request, running.outcome())
-        return JSONResponse(await exchange.body(outcome))
+        outcome = await _answer(request, running)
+        return JSONResponse(exchange.body(outcome))
 
     async def _stream(
         self,
@@ -148,7 +150,8 @@ class _Routes:
         if running.task.done() and running.task.exception() is not None:
             raise running.task.exception()  # type: ignore[misc]
         return StreamingResponse(
-            _released_on_exit(running, lines(running)), media_type="text/event-stream",
+            _released_on_exit(running, lines(running), self.metrics),
+            media_type="text/event-stream",
             headers={**SSE_HEADERS, **(headers or {})},
         )  # fmt: skip
 
@@ -228,12 +231,28 @@ def create_app(service: ServeService) -> Starlette:
                      exception_handlers={HTTPException: http_error})  # fmt: skip
 
 
-async def _released_on_exit(running: Running, lines: AsyncIterator[str]) -> AsyncIterator[str]:
+async def _answer(request: Request, running: Running) -> Outcome:
+    """The run's outcome; when the client leaves first, the run is cancelled (its sandbox
+    released) and ClientGoneError raised."""
+    try:
+        outcome: Outcome = await until_done_or_gone(request, asyncio.shield(running.task))
+    except ClientGoneError:
+        log.info("serve_client_gone", response=running.job.response_id)
+        await running.cancel()
+        raise
+    return outcome
+
+
+async def _released_on_exit(
+    running: Running, lines: AsyncIterator[str], metrics: ServeMetrics
+) -> AsyncIterator[str]:
     """The stream's lines; when the client goes away mid-stream (starlette cancels this
     generator), the loop is cancelled and its sandbox released before anything else."""
+    job = running.job
     try:
         async for line in lines:
             yield line
+        metrics.answered(job.served.name, job.endpoint, time.perf_counter() - job.started)
     finally:
         if not running.task.done():
             log.info("serve_client_gone", response=running.job.response_id)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -247,4 +248,5 @@ async def _copy_outputs(
 
 async def forget_answer(sandbox: Sandbox) -> None:
     """Before a follow-up in a kept sandbox: the last answer file must not answer again."""
-    await sandbox.call_tool("execute_bash", {"command": f"rm -f {sandbox.paths.answer_file}"})
+    command = f"rm -f {shlex.quote(sandbox.paths.answer_file)}"
+    await sandbox.call_tool("execute_bash", {"command": command})

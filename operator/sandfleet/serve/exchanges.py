@@ -6,7 +6,6 @@ that API's answer: a JSON body, or the lines of its event stream.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -175,11 +174,10 @@ class ResponsesExchange:
     def start(self) -> Running:
         return _hold(self.service.start_job(self.job), self.job.conversation)
 
-    async def body(self, outcome: Outcome) -> dict[str, Any]:
+    def body(self, outcome: Outcome) -> dict[str, Any]:
         ext = extension(self.service, self.job, self.route, outcome)
         body = responses.response_body(self.shape, self.container, outcome, ext)
         _remember(self.service, self.job, body, store=self.request.store)
-        await asyncio.sleep(0)
         return body
 
     async def stream(self, running: Running) -> AsyncIterator[str]:
