@@ -188,9 +188,12 @@ async def qpm(client: openai.AsyncOpenAI, concurrency: int, seconds: float, *, p
                 failed += 1
 
     async def sampler() -> None:
-        async with httpx.AsyncClient() as http:
+        async with httpx.AsyncClient(timeout=60) as http:
             while time.monotonic() < stop:
-                text = (await http.get(metrics_url)).text
+                try:
+                    text = (await http.get(metrics_url)).text
+                except httpx.HTTPError:
+                    continue
                 loops = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                             if line.startswith("sandfleet_serve_loops_in_flight{"))  # fmt: skip
                 if loops >= peak["loops"] and loops > 0:
