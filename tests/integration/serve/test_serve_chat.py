@@ -67,3 +67,31 @@ async def test_streamed_chat_shows_steps_as_reasoning_then_the_answer(
     assert usage_chunk.choices == []
     assert usage_chunk.usage is not None and usage_chunk.usage.total_tokens == 243
     assert (usage_chunk.model_extra or {})["sandfleet"]["turns"] == 2
+
+
+async def test_a_chat_conversation_header_keeps_the_sandbox(
+    upstream: ScriptedOpenAIServer, server: RunningServer
+) -> None:
+    upstream.add(
+        Reply(tool_calls=[bash("echo first-$RANDOM > kept.txt")]),
+        Reply(text="saved", tool_calls=[submit()]),
+        Reply(tool_calls=[bash("mkdir -p output && cp kept.txt output/answer.txt")]),
+        Reply(tool_calls=[submit()]),
+    )
+    async with server.client() as client:
+        first = await client.chat.completions.with_raw_response.create(
+            model=MODEL, messages=[{"role": "user", "content": "save something"}],
+            extra_headers={"x-sandfleet-conversation": "new"},
+        )  # fmt: skip
+        conversation = first.headers["x-sandfleet-conversation"]
+        second = await client.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": "save something"},
+                      {"role": "assistant", "content": "saved"},
+                      {"role": "user", "content": "what did you save?"}],
+            extra_headers={"x-sandfleet-conversation": conversation},
+        )  # fmt: skip
+    assert conversation.startswith("conv_")
+    assert first.parse().choices[0].message.content == "saved"
+    assert (second.choices[0].message.content or "").startswith("first-")
+    assert (second.model_extra or {})["sandfleet"]["conversation_id"] == conversation
