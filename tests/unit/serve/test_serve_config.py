@@ -80,3 +80,10 @@ def test_a_named_key_variable_must_be_set(tmp_path: Path) -> None:
         load_serve_config(path, {"MY_SERVE_KEY": "k"})
     with pytest.raises(ServeConfigError, match="MY_SERVE_KEY is not set"):
         load_serve_config(path, {"UPSTREAM_KEY": "k"})
+
+
+def test_the_example_config_loads() -> None:
+    example = Path(__file__).resolve().parents[3] / "examples" / "serve" / "serve.toml"
+    config = load_serve_config(example, {})
+    assert set(config.models) == {"sandboxed-coder", "sandboxed-coder-online"}
+    assert config.models["sandboxed-coder-online"].spec.egress == "internet"
