@@ -59,6 +59,20 @@ async def read_json(
     return decoded
 
 
+_UNION_TAGS = frozenset({"str", "int", "float", "bool", "list", "dict", "none"})
+
+
+def _field_path(loc: tuple[int | str, ...]) -> list[int | str]:
+    """The field path of an error's location, without pydantic's union member tags
+    (`input.str`, `input.list[dict[str,any]]` are both the field `input`)."""
+    path: list[int | str] = []
+    for part in loc:
+        if isinstance(part, str) and (part in _UNION_TAGS or "[" in part):
+            break
+        path.append(part)
+    return path
+
+
 def parse(model: type[ModelT], body: dict[str, Any]) -> ModelT:
     """`body` as `model`; the first bad field is named in `param`."""
     try:
@@ -66,6 +80,7 @@ def parse(model: type[ModelT], body: dict[str, Any]) -> ModelT:
     except ValidationError as error:
         first = error.errors()[0]
         param = "".join(
-            f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"]
+            f"[{part}]" if isinstance(part, int) else f".{part}"
+            for part in _field_path(first["loc"])
         ).lstrip(".")
         raise bad_request(f"{param or 'body'}: {first['msg']}", param or "body") from None

@@ -69,6 +69,7 @@ BAD_REQUESTS = [
     (json.dumps({"model": "nope", "messages": [{"role": "user", "content": "hi"}]}).encode(),
      "model", "model_not_found"),
     (chat_body("hi", temperature="hot"), "temperature", None),
+    (json.dumps({"model": MODEL, "messages": "hi"}).encode(), "messages", None),
     (chat_body([file_part("%%%not base64")]), "messages[0].content[0].file.file_data",
      "invalid_file"),
     (chat_body([file_part(base64.b64encode(b"x").decode(), "../../etc/passwd")]),
@@ -88,9 +89,12 @@ async def test_every_bad_request_is_a_400_naming_its_field(limited: RunningServe
         assert error["type"] == "invalid_request_error"
         assert (error["param"], error["code"]) == (param, code), response.text
         assert "Traceback" not in response.text
-    bad_input = json.dumps({"model": MODEL, "input": [{"type": "function_call_output"}]})
-    response = await raw_post(limited, "/responses", bad_input.encode())
-    assert (response.status_code, response.json()["error"]["param"]) == (400, "input[0].type")
+    for body, param in (
+        ({"model": MODEL, "input": [{"type": "function_call_output"}]}, "input[0].type"),
+        ({"model": MODEL, "input": 42}, "input"),
+    ):
+        response = await raw_post(limited, "/responses", json.dumps(body).encode())
+        assert (response.status_code, response.json()["error"]["param"]) == (400, param)
     async with httpx.AsyncClient(base_url=limited.base_url) as http:
         unknown = await http.get("/nothing/here")
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "not_found"
