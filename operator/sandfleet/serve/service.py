@@ -137,18 +137,23 @@ class ServeService:
         when no sandbox starts); CancelledError when the client went away.
         """
         served = job.served
-        sandbox = await self._sandbox_for(job)
+        sandbox: Sandbox | None = await self._sandbox_for(job)
         kept = False
         self.metrics.loop_started(served.name)
         outcome: Outcome | None = None
         try:
+            assert sandbox is not None
             outcome = await self._run_in(job, sandbox, emit)
-            if outcome.result.stop_reason is StopReason.SANDBOX_LOST and not outcome.steps:
+            lost = outcome.result.stop_reason is StopReason.SANDBOX_LOST
+            if lost and not outcome.steps and job.conversation is None:
+                # Nothing was streamed yet: the client need not know (retried once).
                 log.warning("serve_sandbox_lost_retrying", response=job.response_id)
-                if job.conversation is None:
-                    self._source(job).release(sandbox)
-                    sandbox = await self._sandbox_for(job)
-                    outcome = await self._run_in(job, sandbox, emit)
+                self._source(job).release(sandbox)
+                sandbox = None
+                sandbox = await self._sandbox_for(job)
+                outcome = await self._run_in(job, sandbox, emit)
+            elif lost and job.conversation is not None:
+                await self.store.end(job.conversation.id)  # its sandbox is gone
             kept = self._keep(job, sandbox, outcome)
         finally:
             self.metrics.loop_ended(
@@ -156,7 +161,7 @@ class ServeService:
                 turns=None if outcome is None else outcome.result.turns,
                 tool_calls=None if outcome is None else len(outcome.steps),
             )
-            if job.conversation is None and not kept:
+            if sandbox is not None and job.conversation is None and not kept:
                 self._source(job).release(sandbox)
             self._source(job).refill()
         return _checked(served, outcome)
