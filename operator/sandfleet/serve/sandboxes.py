@@ -35,6 +35,11 @@ class LocalSandboxSource:
         self.open = 0
         """Sandboxes started and not yet closed (warm ones included)."""
 
+    @property
+    def ready(self) -> int:
+        """Started sandboxes waiting for a request."""
+        return len(self._ready)
+
     def start(self) -> None:
         """Begin filling the warm pool (in the background)."""
         self.refill()

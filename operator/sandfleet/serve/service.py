@@ -229,6 +229,10 @@ class ServeService:
     def _source(self, job: Job) -> LocalSandboxSource:
         return self._sources[job.served.name]
 
+    def warm_sandboxes(self) -> int:
+        """Started sandboxes waiting for a request, over every served model."""
+        return sum(source.ready for source in self._sources.values())
+
     def open_sandboxes(self) -> int:
         """Sandboxes started and not closed, over every served model (warm ones included)."""
         return sum(source.open for source in self._sources.values())

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
+import signal
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -195,3 +197,44 @@ async def test_a_client_leaving_mid_stream_cancels_the_loop_and_releases_the_san
         )
     )
     print(f"sandbox released {time.monotonic() - left:.3f} s after the client left")
+
+
+async def test_a_sandbox_lost_before_any_step_is_retried_on_a_new_one(
+    tmp_path: Path, upstream: ScriptedOpenAIServer
+) -> None:
+    command = "mkdir -p output && wc -c < input/a.txt > output/answer.txt"
+    upstream.add(Reply(tool_calls=[bash(command)]), Reply(tool_calls=[submit()]))
+    state = tmp_path / "state"
+    async with serving(write_config(tmp_path, upstream.base_url, warm=1)) as server:
+        assert await eventually(lambda: server.service.warm_sandboxes() == 1)
+        for pid in runtimes(state):  # the warm sandbox dies before a request takes it
+            for child in children(pid):  # its PID 1: the whole namespace goes with it
+                os.kill(child, signal.SIGKILL)
+        assert await eventually(lambda: not runtimes(state))
+        attachment = file_part(base64.b64encode(b"12345").decode())
+        async with server.client() as client:
+            answer = await client.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": [attachment]}]
+            )
+        claims = server.service.metrics.registry.get_sample_value(
+            "sandfleet_serve_sandbox_claim_seconds_count", {"model": MODEL}
+        )
+    assert claims == 2  # the dead warm one, then a new one
+    assert answer.choices[0].message.content == "5"  # the file reached the new sandbox
+
+
+def children(parent: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if entry.name.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+            found.append(int(entry.name))
+    return found
+
+
+def runtimes(state_dir: Path) -> list[int]:
+    """The sandboxes' processes: their command lines name the state dir."""
+    return [pid for pid in processes_running(str(state_dir)) if pid != os.getpid()]
