@@ -154,6 +154,23 @@ class OpenAIChatModel(ChatCompletionsMessages):
     def name(self) -> str:
         return self._model
 
+    def with_sampling(
+        self, *, temperature: float | None, top_p: float | None, seed: int | None
+    ) -> OpenAIChatModel:
+        """The same model and client with other sampling settings (None keeps this one's):
+        a server's per-request knobs without a client, and its connections, per request."""
+        return OpenAIChatModel(
+            self._client,
+            model=self._model,
+            temperature=self._temperature if temperature is None else temperature,
+            top_p=self._top_p if top_p is None else top_p,
+            seed=self._seed if seed is None else seed,
+            extra_body=self._extra_body,
+            endpoint_concurrency=self._concurrency,
+            record_tokens=False,
+            max_retries=self._max_retries,
+        )
+
     async def complete(
         self, transcript: Sequence[Any], tools: Sequence[ToolSpec], *, max_tokens: int | None
     ) -> ModelTurn:

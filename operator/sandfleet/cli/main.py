@@ -39,6 +39,7 @@ Run LLM agents inside lightweight local sandboxes.
   sandfleet config                  # the effective settings and where each came from
   sandfleet runs                    # local runs, newest first; `sandfleet show RUN --full`
   sandfleet mcp                     # sandboxes as MCP tools for any agent framework
+  sandfleet serve --config serve.toml   # the OpenAI API, answered from sandboxes
 """
 
 _SETTINGS_EPILOG = """\
@@ -150,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
         replay,
         run,
         runs,
+        serve_command,
         settings_command,
         trajectory,
     )
@@ -236,6 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     settings_command.register(commands, parents=[common, _listing_only(_agent_options(), set())])
     runs.register(commands, parents=[common])
     mcp_command.register(commands, parents=[common, _sandbox_options()])
+    serve_command.register(commands, parents=[])
     return parser
 
 

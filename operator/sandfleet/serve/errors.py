@@ -1,0 +1,57 @@
+"""Errors as the OpenAI API sends them: `{"error": {message, type, param, code}}` + a status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openai.types import ErrorObject
+
+INVALID_REQUEST = "invalid_request_error"
+
+
+class ApiError(Exception):
+    """An error a client gets as an OpenAI error object with HTTP `status`."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        error_type: str = INVALID_REQUEST,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+        self.error_type = error_type
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        error = ErrorObject(
+            message=self.message, type=self.error_type, param=self.param, code=self.code
+        )
+        return {"error": error.model_dump(mode="json", exclude={"misalignment"})}
+
+
+def bad_request(message: str, param: str | None = None, code: str | None = None) -> ApiError:
+    return ApiError(400, message, param=param, code=code)
+
+
+def upstream_failed(model: str, message: str) -> ApiError:
+    """The upstream endpoint of `model` failed (down, an error status, garbage)."""
+    return ApiError(
+        502,
+        f"the upstream model endpoint of {model!r} failed: {message}",
+        error_type="upstream_error",
+        code="upstream_error",
+    )
+
+
+def internal_error() -> ApiError:
+    """What a client sees of a bug: never a traceback (the log has it)."""
+    return ApiError(500, "internal server error (the server log has the details)",
+                    error_type="server_error", code="internal_error")  # fmt: skip

@@ -1,0 +1,110 @@
+"""Where a served model's sandboxes come from: local ones, a few kept started (warm).
+
+A request takes a started sandbox at once when one is waiting (a local sandbox takes a few
+hundred milliseconds to boot) and the pool is refilled once the request has its answer. A
+sandbox serves one request or one conversation, then is closed: it is never handed to
+another client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from sandfleet.backends.local import LocalBackend, LocalSandboxConfig
+from sandfleet.errors import SandfleetError
+from sandfleet.logs import get_logger
+from sandfleet.sandbox.facade import Sandbox
+
+log = get_logger(__name__)
+
+RELEASE_TIMEOUT_S = 30.0
+
+
+class LocalSandboxSource:
+    """Local sandboxes for one served model, `warm` of them kept started."""
+
+    def __init__(self, config: LocalSandboxConfig, *, tool_timeout_s: float, warm: int) -> None:
+        self._config = config
+        self._tool_timeout_s = tool_timeout_s
+        self._warm = warm
+        self._ready: list[Sandbox] = []
+        self._refills: set[asyncio.Task[None]] = set()
+        self._releases: set[asyncio.Task[None]] = set()
+        self._closed = False
+        self.open = 0
+        """Sandboxes started and not yet closed (warm ones included)."""
+
+    @property
+    def ready(self) -> int:
+        """Started sandboxes waiting for a request."""
+        return len(self._ready)
+
+    def start(self) -> None:
+        """Begin filling the warm pool (in the background)."""
+        self.refill()
+
+    async def take(self) -> Sandbox:
+        """A started sandbox; raises SandfleetError (SandboxStartError) when none starts.
+
+        Taking one does not refill the pool: starting a sandbox costs CPU the request needs
+        now. The service calls `refill` once the request has its answer."""
+        if self._ready:
+            return self._ready.pop()
+        return await self._open()
+
+    def refill(self) -> None:
+        """Start sandboxes in the background until `warm` are started or starting."""
+        while not self._closed and len(self._ready) + len(self._refills) < self._warm:
+            task = asyncio.get_running_loop().create_task(self._add_one())
+            self._refills.add(task)
+            task.add_done_callback(self._refills.discard)
+
+    def release(self, sandbox: Sandbox) -> None:
+        """Close a sandbox a request or conversation is done with, in the background: the
+        answer does not wait for it, and a cancelled request (the client left) cannot
+        interrupt it. `aclose` waits for every release still running."""
+        task = asyncio.get_running_loop().create_task(self._close(sandbox))
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
+
+    async def aclose(self) -> None:
+        self._closed = True
+        for task in list(self._refills):
+            task.cancel()
+        await asyncio.gather(*self._refills, return_exceptions=True)
+        ready, self._ready = self._ready, []
+        await asyncio.gather(*(self._close(sandbox) for sandbox in ready), *self._releases)
+
+    async def _open(self) -> Sandbox:
+        sandbox = await Sandbox.open(
+            LocalBackend(self._config), tool_timeout_s=self._tool_timeout_s
+        )
+        self.open += 1
+        return sandbox
+
+    async def _close(self, sandbox: Sandbox) -> None:
+        try:
+            await _close(sandbox)
+        finally:
+            self.open -= 1
+
+    async def _add_one(self) -> None:
+        try:
+            sandbox = await self._open()
+        except (SandfleetError, OSError) as error:
+            log.warning("serve_warm_sandbox_failed", error=str(error))
+            return
+        if self._closed:
+            await self._close(sandbox)
+            return
+        self._ready.append(sandbox)
+
+
+async def _close(sandbox: Sandbox) -> None:
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(RELEASE_TIMEOUT_S):
+            try:
+                await sandbox.close()
+            except (SandfleetError, OSError) as error:
+                log.warning("serve_sandbox_release_failed", error=str(error))

@@ -1,0 +1,89 @@
+"""The served-models file: TOML and YAML, the paper's loop settings, errors naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sandfleet.serve.config import ServeConfigError, load_serve_config
+
+TOML = """
+[server]
+port = 9000
+api_key_env = "MY_SERVE_KEY"
+
+[models.coder]
+upstream.base_url = "http://127.0.0.1:8000/v1"
+upstream.model = "qwen"
+upstream.api_key_env = "UPSTREAM_KEY"
+max_turns = 12
+temperature = 0.2
+egress = "internet"
+"""
+
+YAML = """
+models:
+  coder:
+    upstream: {base_url: "https://api.example.com/v1", model: gpt, api_key_file: KEYFILE}
+    tool_timeout_seconds: 30
+"""
+
+
+def test_a_toml_file_names_upstream_loop_settings_and_the_client_key(tmp_path: Path) -> None:
+    path = tmp_path / "serve.toml"
+    path.write_text(TOML)
+    config = load_serve_config(path, {"MY_SERVE_KEY": "client-key", "UPSTREAM_KEY": "up-key"})
+    assert (config.server.port, config.api_key) == (9000, "client-key")
+    coder = config.models["coder"]
+    assert (coder.agent.model, coder.agent.base_url, coder.agent.api_key) == (
+        "qwen", "http://127.0.0.1:8000/v1", "up-key",
+    )  # fmt: skip
+    assert (coder.agent.max_turns, coder.agent.temperature) == (12, 0.2)
+    assert coder.agent.system_prompt is None  # the paper's prompt
+    assert coder.spec.egress == "internet"
+    assert config.server.host == "127.0.0.1"  # loopback unless said otherwise
+
+
+def test_a_yaml_file_reads_the_upstream_key_from_a_file(tmp_path: Path) -> None:
+    (tmp_path / "key").write_text("secret\n")
+    path = tmp_path / "serve.yaml"
+    path.write_text(YAML.replace("KEYFILE", str(tmp_path / "key")))
+    config = load_serve_config(path, {})
+    assert config.models["coder"].agent.api_key == "secret"
+    assert config.models["coder"].agent.tool_timeout_s == 30
+    assert config.api_key is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (TOML.replace("max_turns = 12", "max_turn = 12"), "models.coder.max_turn"),
+        (TOML.replace("max_turns = 12", "max_turns = 0"), "models.coder.max_turns"),
+        (TOML.replace("http://127", "ftp://127"), "models.coder.upstream.base_url"),
+        (TOML.replace('upstream.model = "qwen"', ""), "models.coder.upstream.model"),
+        ("[server]\n", "models"),
+        ("not = [valid", "not valid toml"),
+    ],
+)
+def test_every_mistake_names_its_key(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "serve.toml"
+    path.write_text(text)
+    with pytest.raises(ServeConfigError, match=message.replace(".", r"\.")):
+        load_serve_config(path, {"MY_SERVE_KEY": "k", "UPSTREAM_KEY": "k"})
+
+
+def test_a_named_key_variable_must_be_set(tmp_path: Path) -> None:
+    path = tmp_path / "serve.toml"
+    path.write_text(TOML)
+    with pytest.raises(ServeConfigError, match="UPSTREAM_KEY is not set"):
+        load_serve_config(path, {"MY_SERVE_KEY": "k"})
+    with pytest.raises(ServeConfigError, match="MY_SERVE_KEY is not set"):
+        load_serve_config(path, {"UPSTREAM_KEY": "k"})
+
+
+def test_the_example_config_loads() -> None:
+    example = Path(__file__).resolve().parents[3] / "examples" / "serve" / "serve.toml"
+    config = load_serve_config(example, {})
+    assert set(config.models) == {"sandboxed-coder", "sandboxed-coder-online"}
+    assert config.models["sandboxed-coder-online"].spec.egress == "internet"
