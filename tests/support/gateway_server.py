@@ -51,7 +51,17 @@ class StandInClaimer:
         for i in range(spec.count):
             pod, address, token = self.free.pop(0)
             name = f"{spec.generate_name}{len(self.sessions) + i}"
-            claimed.append(Claimed(spec.namespace, name, token, pod, address, True, self.workdir))
+            claimed.append(
+                Claimed(
+                    namespace=spec.namespace,
+                    name=name,
+                    token=token,
+                    pod=pod,
+                    address=address,
+                    warm=True,
+                    working_dir=self.workdir,
+                )
+            )
         for sandbox in claimed:
             self.sessions[(sandbox.namespace, sandbox.name)] = sandbox
         return claimed

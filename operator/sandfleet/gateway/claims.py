@@ -18,12 +18,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import pydantic
+
 from sandfleet.api import (
     DEFAULT_WORKDIR,
     FINALIZER,
     Annotation,
-    PodTemplate,
-    Reason,
+    SandboxSessionSpec,
     derive_session_token,
 )
 from sandfleet.client import RuntimeClient
@@ -38,6 +39,7 @@ from sandfleet.gateway.claim_ids import (
     claim_session_names,
     session_name,
 )
+from sandfleet.gateway.claim_sources import Workdirs
 from sandfleet.gateway.claim_types import Claimed, ClaimFailed, ClaimFailure, ClaimSpec
 from sandfleet.gateway.idle_pods import IdlePods, claimable, runtime_address
 from sandfleet.kube import (
@@ -48,7 +50,6 @@ from sandfleet.kube import (
     resource_path,
 )
 from sandfleet.logs import get_logger
-from sandfleet.operator.plans import PlanError, pool_pod_template, read_pool, read_template
 from sandfleet.operator.pod_index import Pod, pod_ip
 from sandfleet.operator.resources import gateway_claim_patch
 
@@ -83,7 +84,7 @@ class Claimer:
         self._kube = kube
         self._settings = settings
         self.idle = IdlePods(kube, settings.namespaces, rpc_timeout_s=settings.rpc_timeout_s)
-        self._lookups: dict[tuple[str, str, str], tuple[float, str]] = {}
+        self._workdirs = Workdirs(kube, cache_s=settings.lookup_cache_s)
 
     async def start(self) -> None:
         await self.idle.start()
@@ -105,7 +106,7 @@ class Claimer:
             raise ClaimFailed(ClaimFailure.INVALID, f"count must be at least 1, not {spec.count}")
         if spec.pool and spec.template:
             raise ClaimFailed(ClaimFailure.INVALID, "name a pool or a template, not both")
-        workdir = await self._workdir(spec)
+        workdir = await self._workdirs.of_claim(spec)
         if spec.claim_id:
             results = await self._claim_idempotent(spec, workdir)
         else:
@@ -211,7 +212,7 @@ class Claimer:
                 # operator's adoption needs neither to wait for the other).
                 bound, created = await asyncio.gather(
                     self._bind(client, spec, name, token, workdir),
-                    self._create_session(spec, name, pod_name, pool),
+                    self._create_session(spec, name, claimed_pod=pod_name),
                     return_exceptions=True,
                 )
                 failure = next((r for r in (bound, created) if isinstance(r, BaseException)), None)
@@ -233,7 +234,13 @@ class Claimer:
                 seconds=round(time.perf_counter() - started, 4),
             )
             return Claimed(
-                spec.namespace, name, token, pod_name, runtime_address(ip), True, workdir
+                namespace=spec.namespace,
+                name=name,
+                token=token,
+                pod=pod_name,
+                address=runtime_address(ip),
+                warm=True,
+                working_dir=workdir,
             )
         return None
 
@@ -279,32 +286,34 @@ class Claimer:
         for path, content, mode in spec.files:
             await client.upload(content, sandbox_path(path, workdir), mode=mode)
 
-    async def _create_session(self, spec: ClaimSpec, name: str, pod: str, pool: str) -> None:
-        body = self._session_body(spec, pool=pool, template=None)
-        body["metadata"] = {
-            "name": name,
-            "namespace": spec.namespace,
-            # Set here so kopf need not add it with a patch of its own.
-            "finalizers": [FINALIZER],
-            "annotations": {
-                Annotation.CLAIMED_POD.value: pod,
-                Annotation.CLAIMED_BY.value: self._settings.replica,
-                CALLER_ANNOTATION: spec.caller,
-                **({CLAIM_ID_ANNOTATION: spec.claim_id} if spec.claim_id else {}),
-            },
+    async def _create_session(
+        self, spec: ClaimSpec, name: str | None, *, claimed_pod: str | None = None
+    ) -> SessionState:
+        """The claim's SandboxSession: of the pool whose pod `claimed_pod` it claimed (the
+        operator adopts it), or one the operator starts; named `name` or generated."""
+        body = self._session_body(spec)
+        metadata = body["metadata"]
+        if name is not None:
+            metadata.pop("generateName", None)
+            metadata["name"] = name
+        # Set here so kopf need not add it with a patch of its own.
+        metadata["finalizers"] = [FINALIZER]
+        metadata["annotations"] = {
+            **({Annotation.CLAIMED_POD.value: claimed_pod} if claimed_pod else {}),
+            Annotation.CLAIMED_BY.value: self._settings.replica,
+            CALLER_ANNOTATION: spec.caller,
+            **({CLAIM_ID_ANNOTATION: spec.claim_id} if spec.claim_id else {}),
         }
         try:
-            await SessionClient(self._kube, spec.namespace).create(body)
+            return await SessionClient(self._kube, spec.namespace).create(body)
         except InvalidError as exc:
             raise ClaimFailed(ClaimFailure.INVALID, f"invalid session: {exc}") from exc
 
-    def _session_body(
-        self, spec: ClaimSpec, *, pool: str | None, template: str | None
-    ) -> dict[str, Any]:
+    def _session_body(self, spec: ClaimSpec) -> dict[str, Any]:
         try:
             session_spec = raw_session_spec(
-                template=template,
-                pool=pool,
+                template=spec.template,
+                pool=spec.pool,
                 env=spec.env,
                 lifecycle=spec.lifecycle,
                 egress=spec.egress,
@@ -323,23 +332,12 @@ class Claimer:
     async def _start_cold(self, spec: ClaimSpec, workdir: str, name: str | None = None) -> Claimed:
         """A session the operator starts (a template, or a pool without idle pods)."""
         sessions = SessionClient(self._kube, spec.namespace)
-        body = self._session_body(spec, pool=spec.pool, template=spec.template)
-        if name is not None:
-            body["metadata"].pop("generateName", None)
-            body["metadata"]["name"] = name
-        body["metadata"]["finalizers"] = [FINALIZER]
-        body["metadata"]["annotations"] = {
-            Annotation.CLAIMED_BY.value: self._settings.replica,
-            CALLER_ANNOTATION: spec.caller,
-            **({CLAIM_ID_ANNOTATION: spec.claim_id} if spec.claim_id else {}),
-        }
-        try:
-            created = await sessions.create(body)
-        except InvalidError as exc:
-            raise ClaimFailed(ClaimFailure.INVALID, f"invalid session: {exc}") from exc
+        created = await self._create_session(spec, name)
         try:
             timeout = spec.timeout_s if spec.timeout_s > 0 else self._settings.default_timeout_s
-            claimed = await self._until_ready(sessions, created, timeout)
+            claimed = await self._ready(
+                sessions, created, timeout, claimed_pod=None, workdir=workdir
+            )
             if spec.files:
                 client = RuntimeClient(claimed.address, claimed.token)
                 try:
@@ -351,31 +349,36 @@ class Claimer:
             await sessions.delete(created.name)
             raise
         log.info("cold_claim", session=created.reference, pod=claimed.pod)
-        return dataclasses.replace(claimed, working_dir=workdir)
+        return claimed
 
-    async def _until_ready(
-        self, sessions: SessionClient, since: SessionState, timeout_s: float
+    async def _ready(
+        self,
+        sessions: SessionClient,
+        state: SessionState,
+        timeout_s: float,
+        *,
+        claimed_pod: str | None,
+        workdir: str,
     ) -> Claimed:
-        name = since.name
-        try:
-            state = await sessions.wait_until(
-                name, lambda s: s.ready or s.finished, timeout_s, since=since
-            )
-        except SessionWaitTimeoutError as exc:
-            raise ClaimFailed(ClaimFailure.UNAVAILABLE, str(exc)) from exc
-        except SessionGoneError as exc:
-            raise ClaimFailed(ClaimFailure.UNAVAILABLE, str(exc)) from exc
+        """The session once Ready (waiting up to `timeout_s` from `state`) with its token;
+        UNAVAILABLE when it ends or the wait runs out first."""
+        if not state.ready:
+            try:
+                state = await sessions.wait_until(
+                    state.name, lambda s: s.ready or s.finished, timeout_s, since=state
+                )
+            except (SessionWaitTimeoutError, SessionGoneError) as exc:
+                raise ClaimFailed(ClaimFailure.UNAVAILABLE, str(exc)) from exc
         if not state.ready or state.pod_ip is None or state.pod_name is None:
-            raise ClaimFailed(ClaimFailure.UNAVAILABLE, f"the session ended: {state.summary()}")
-        token = await self._token(sessions, state, None)
+            raise ClaimFailed(ClaimFailure.UNAVAILABLE, f"not serving: {state.summary()}")
         return Claimed(
-            state.namespace,
-            name,
-            token,
-            state.pod_name,
-            runtime_address(state.pod_ip),
-            False,
-            DEFAULT_WORKDIR,
+            namespace=state.namespace,
+            name=state.name,
+            token=await self._token(sessions, state, claimed_pod),
+            pod=state.pod_name,
+            address=runtime_address(state.pod_ip),
+            warm=bool(claimed_pod),
+            working_dir=workdir,
         )
 
     async def _token(
@@ -400,27 +403,13 @@ class Claimer:
                 ClaimFailure.NOT_FOUND, f"no SandboxSession {namespace}/{name}"
             ) from exc
         annotations = body["metadata"].get("annotations") or {}
-        claimed_pod = annotations.get(Annotation.CLAIMED_POD)
-        state = SessionState.from_object(body)
-        if not state.ready:
-            timeout = timeout_s if timeout_s > 0 else self._settings.default_timeout_s
-            try:
-                state = await sessions.wait_until(
-                    name, lambda s: s.ready or s.finished, timeout, since=state
-                )
-            except (SessionWaitTimeoutError, SessionGoneError) as exc:
-                raise ClaimFailed(ClaimFailure.UNAVAILABLE, str(exc)) from exc
-        if not state.ready or state.pod_ip is None or state.pod_name is None:
-            raise ClaimFailed(ClaimFailure.UNAVAILABLE, f"not serving: {state.summary()}")
-        token = await self._token(sessions, state, claimed_pod)
-        return Claimed(
-            namespace,
-            name,
-            token,
-            state.pod_name,
-            runtime_address(state.pod_ip),
-            bool(claimed_pod),
-            await self._session_workdir(namespace, body),
+        timeout = timeout_s if timeout_s > 0 else self._settings.default_timeout_s
+        return await self._ready(
+            sessions,
+            SessionState.from_object(body),
+            timeout,
+            claimed_pod=annotations.get(Annotation.CLAIMED_POD),
+            workdir=await self._session_workdir(namespace, body),
         )
 
     async def release(self, namespace: str, names: Sequence[str]) -> int:
@@ -436,47 +425,9 @@ class Claimer:
 
         return sum(await asyncio.gather(*(delete(n) for n in names)))
 
-    # --- pools and templates -------------------------------------------------------------
-    async def _workdir(self, spec: ClaimSpec) -> str:
-        """The working directory of the spec's pool or template; NOT_FOUND if it is missing."""
-        if spec.pool:
-            return await self._lookup(spec.namespace, "pool", spec.pool)
-        if spec.template:
-            return await self._lookup(spec.namespace, "template", spec.template)
-        return DEFAULT_WORKDIR
-
     async def _session_workdir(self, namespace: str, body: dict[str, Any]) -> str:
-        spec = body.get("spec") or {}
-        for kind, field in (("pool", "poolRef"), ("template", "templateRef")):
-            ref = spec.get(field) or {}
-            if ref.get("name"):
-                try:
-                    return await self._lookup(namespace, kind, ref["name"])
-                except ClaimFailed:
-                    return DEFAULT_WORKDIR
-        inline = spec.get("template") or {}
-        return str(inline.get("workdir") or DEFAULT_WORKDIR)
-
-    async def _lookup(self, namespace: str, kind: str, name: str) -> str:
-        """A pool's or template's workdir, checked to exist at most every few seconds."""
-        key = (namespace, kind, name)
-        cached = self._lookups.get(key)
-        if cached is not None and time.monotonic() - cached[0] < self._settings.lookup_cache_s:
-            return cached[1]
-        workdir = await self._read_workdir(namespace, kind, name)
-        self._lookups[key] = (time.monotonic(), workdir)
-        return workdir
-
-    async def _read_workdir(self, namespace: str, kind: str, name: str) -> str:
         try:
-            if kind == "pool":
-                pod, _ = await pool_pod_template(
-                    self._kube, namespace, await read_pool(self._kube, namespace, name)
-                )
-            else:
-                pod = (await read_template(self._kube, namespace, name)).pod
-        except PlanError as exc:
-            missing = exc.reason in {Reason.POOL_NOT_FOUND, Reason.TEMPLATE_NOT_FOUND}
-            failure = ClaimFailure.NOT_FOUND if missing else ClaimFailure.INVALID
-            raise ClaimFailed(failure, str(exc)) from exc
-        return (pod or PodTemplate()).workdir
+            spec = SandboxSessionSpec.model_validate(body.get("spec") or {})
+        except pydantic.ValidationError:
+            return DEFAULT_WORKDIR  # the operator reports what is wrong with it
+        return await self._workdirs.of_session(namespace, spec)
