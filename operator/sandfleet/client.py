@@ -104,6 +104,7 @@ class RuntimeClient(RolloutCalls):
         self._channel = open_channel(
             address, service_config=_SERVICE_CONFIG, tls=tls, interceptors=interceptors
         )
+        self._detached = False
         self._bash = bash_grpc.BashServiceStub(self._channel)
         self._editor = editor_grpc.EditorServiceStub(self._channel)
         self._files = file_grpc.FileServiceStub(self._channel)
@@ -116,7 +117,14 @@ class RuntimeClient(RolloutCalls):
         self._metadata = self._with_token(token)
 
     async def close(self) -> None:
-        await self._channel.close(grace=None)
+        if not self._detached:
+            await self._channel.close(grace=None)
+
+    def detach_channel(self) -> grpc.aio.Channel:
+        """The open channel, now the caller's to close (a gateway hands the channel it
+        warmed for a claim to its proxy); this client must not be used any more."""
+        self._detached = True
+        return self._channel
 
     async def _rpc(self, call: Callable[[], Awaitable[T]]) -> T:
         try:

@@ -15,9 +15,10 @@ import datetime as dt
 import posixpath
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import grpc.aio
 import pydantic
 
 from sandfleet.api import (
@@ -85,6 +86,9 @@ class Claimer:
         self._settings = settings
         self.idle = IdlePods(kube, settings.namespaces, rpc_timeout_s=settings.rpc_timeout_s)
         self._workdirs = Workdirs(kube, cache_s=settings.lookup_cache_s)
+        self.hand_over: Callable[[str, grpc.aio.Channel], None] | None = None
+        """Takes the runtime channel a warm claim bound over (the proxy's channel cache),
+        keyed by the runtime's address; None: the channel is closed."""
 
     async def start(self) -> None:
         await self.idle.start()
@@ -198,51 +202,65 @@ class Claimer:
         candidates = self.idle.candidates(spec.namespace, pool)
         random.shuffle(candidates)  # replicas starting from one list would all race
         for pod in candidates:
-            pod_name = pod["metadata"]["name"]
-            client = self.idle.take(spec.namespace, pod_name)
+            client = self.idle.take(spec.namespace, pod["metadata"]["name"])
             if client is None:
                 continue  # another claim of this process took it meanwhile
             try:
-                if not await self._patch_claim(spec.namespace, pod, name):
-                    continue
-                token = derive_session_token(
-                    self._settings.session_key, spec.namespace, name, pod_name
-                )
-                # The pod is ours from here on: bind it and write its session at once (the
-                # operator's adoption needs neither to wait for the other).
-                bound, created = await asyncio.gather(
-                    self._bind(client, spec, name, token, workdir),
-                    self._create_session(spec, name, claimed_pod=pod_name),
-                    return_exceptions=True,
-                )
-                failure = next((r for r in (bound, created) if isinstance(r, BaseException)), None)
-                if failure is not None:
-                    # The pod may hold the caller's files and a half-made binding: never
-                    # hand it out again (the pool refills), nor the session made for it.
-                    if not isinstance(created, BaseException):
-                        await self.release(spec.namespace, [name])
-                    await self._delete_pod(spec.namespace, pod_name)
-                    raise failure
-            finally:
+                claimed = await self._claim_pod(spec, pod, client, name, workdir)
+            except BaseException:
                 await client.close()
-            ip = pod_ip(pod)
-            assert ip is not None  # claimable pods have an address
+                raise
+            if claimed is None:
+                await client.close()
+                continue
+            if self.hand_over is not None:
+                self.hand_over(claimed.address, client.detach_channel())
+            else:
+                await client.close()
             log.info(
                 "warm_claim",
                 session=f"{spec.namespace}/{name}",
-                pod=pod_name,
+                pod=claimed.pod,
                 seconds=round(time.perf_counter() - started, 4),
             )
-            return Claimed(
-                namespace=spec.namespace,
-                name=name,
-                token=token,
-                pod=pod_name,
-                address=runtime_address(ip),
-                warm=True,
-                working_dir=workdir,
-            )
+            return claimed
         return None
+
+    async def _claim_pod(
+        self, spec: ClaimSpec, pod: Pod, client: RuntimeClient, name: str, workdir: str
+    ) -> Claimed | None:
+        """`pod` claimed as session `name`, bound over `client`, and the session written;
+        None when another claim took the pod first."""
+        pod_name = pod["metadata"]["name"]
+        if not await self._patch_claim(spec.namespace, pod, name):
+            return None
+        token = derive_session_token(self._settings.session_key, spec.namespace, name, pod_name)
+        # The pod is ours from here on: bind it and write its session at once (the
+        # operator's adoption needs neither to wait for the other).
+        bound, created = await asyncio.gather(
+            self._bind(client, spec, name, token, workdir),
+            self._create_session(spec, name, claimed_pod=pod_name),
+            return_exceptions=True,
+        )
+        failure = next((r for r in (bound, created) if isinstance(r, BaseException)), None)
+        if failure is not None:
+            # The pod may hold the caller's files and a half-made binding: never hand it
+            # out again (the pool refills), nor the session made for it.
+            if not isinstance(created, BaseException):
+                await self.release(spec.namespace, [name])
+            await self._delete_pod(spec.namespace, pod_name)
+            raise failure
+        ip = pod_ip(pod)
+        assert ip is not None  # claimable pods have an address
+        return Claimed(
+            namespace=spec.namespace,
+            name=name,
+            token=token,
+            pod=pod_name,
+            address=runtime_address(ip),
+            warm=True,
+            working_dir=workdir,
+        )
 
     async def _patch_claim(self, namespace: str, pod: Pod, session: str) -> bool:
         """The conditional claim patch; False when the pod is no longer claimable (another
