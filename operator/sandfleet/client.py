@@ -63,6 +63,19 @@ _SERVICE_CONFIG = retry_service_config(
 _NO_ENV: Mapping[str, str] = MappingProxyType({})
 
 
+def open_runtime_channel(
+    address: str, tls: Tls | None = None, caller_token: Callable[[], str] | None = None
+) -> grpc.aio.Channel:
+    """A channel for RuntimeClients of `address`; through a gateway, every call on it
+    carries `caller_token()` as the caller's Kubernetes token."""
+    interceptors = (
+        CallerToken(CALLER_AUTHORIZATION, caller_token).interceptors()
+        if caller_token is not None
+        else []
+    )
+    return open_channel(address, service_config=_SERVICE_CONFIG, tls=tls, interceptors=interceptors)
+
+
 class _EditorResponse(Protocol):
     """Every editor RPC answers with the text the model sees."""
 
@@ -83,12 +96,14 @@ class RuntimeClient(RolloutCalls):
         session: str | None = None,
         tls: Tls | None = None,
         caller_token: Callable[[], str] | None = None,
+        channel: grpc.aio.Channel | None = None,
     ) -> None:
         """`address` is the runtime itself (host:port, unix:PATH) or, given `session`
         ("namespace/name"), a gateway that proxies every call to that session's sandbox;
         `tls` makes the channel TLS (a gateway behind a certificate). Through a gateway,
         `caller_token` gives the caller's Kubernetes token, which every call carries too
-        (read again every minute: it may rotate)."""
+        (read again every minute: it may rotate). `channel`: an open one that others share
+        (open_runtime_channel; close() leaves it open), instead of one of the client's own."""
         self.address = address
         self.session = session
         self._routing: tuple[tuple[str, str], ...] = (
@@ -96,15 +111,8 @@ class RuntimeClient(RolloutCalls):
         )
         self._metadata = self._with_token(token)
         self._rpc_timeout_s = rpc_timeout_s
-        interceptors = (
-            CallerToken(CALLER_AUTHORIZATION, caller_token).interceptors()
-            if caller_token is not None
-            else []
-        )
-        self._channel = open_channel(
-            address, service_config=_SERVICE_CONFIG, tls=tls, interceptors=interceptors
-        )
-        self._detached = False
+        self._channel = channel or open_runtime_channel(address, tls, caller_token)
+        self._detached = channel is not None
         self._bash = bash_grpc.BashServiceStub(self._channel)
         self._editor = editor_grpc.EditorServiceStub(self._channel)
         self._files = file_grpc.FileServiceStub(self._channel)
