@@ -63,6 +63,10 @@ _SERVICE_CONFIG = retry_service_config(
 _NO_ENV: Mapping[str, str] = MappingProxyType({})
 
 
+RuntimeChannel = grpc.aio.Channel
+"""The channel type RuntimeClient takes (for modules that keep grpc out of their imports)."""
+
+
 def open_runtime_channel(
     address: str, tls: Tls | None = None, caller_token: Callable[[], str] | None = None
 ) -> grpc.aio.Channel:
@@ -96,7 +100,7 @@ class RuntimeClient(RolloutCalls):
         session: str | None = None,
         tls: Tls | None = None,
         caller_token: Callable[[], str] | None = None,
-        channel: grpc.aio.Channel | None = None,
+        channel: RuntimeChannel | None = None,
     ) -> None:
         """`address` is the runtime itself (host:port, unix:PATH) or, given `session`
         ("namespace/name"), a gateway that proxies every call to that session's sandbox;

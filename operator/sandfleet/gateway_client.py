@@ -19,6 +19,7 @@ from sandfleet.errors import (
 )
 from sandfleet.grpc_channel import Tls, open_channel, retry_service_config
 from sandfleet.logs import get_logger
+from sandfleet.shared_channels import SharedChannels
 from sandfleet_proto.gateway.v1 import gateway_service_pb2 as gateway_pb
 from sandfleet_proto.gateway.v1 import gateway_service_pb2_grpc as gateway_grpc
 
@@ -220,6 +221,10 @@ class GatewayClient:
         """Whether the channel reached the gateway: an UNAVAILABLE on a connected channel is
         the gateway's own answer, on any other it means nothing answered."""
         return self._channel.get_state() == grpc.ChannelConnectivity.READY
+
+
+GATEWAY_CHANNELS: SharedChannels[grpc.aio.Channel] = SharedChannels()
+"""The process's channels to gateways, shared by GatewayBackend's claims (gateway_channels)."""
 
 
 def open_gateway_channel(address: str, tls: Tls | None) -> grpc.aio.Channel:

@@ -12,17 +12,20 @@ import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
-import grpc.aio
-
 from sandfleet.api import EgressMode, LifecycleSpec
 from sandfleet.backend import OpenedSandbox, SandboxPaths
-from sandfleet.client import RuntimeClient, open_runtime_channel
-from sandfleet.cluster.gateway_channels import GATEWAY_CHANNELS, ChannelLease
+from sandfleet.client import RuntimeChannel, RuntimeClient, open_runtime_channel
 from sandfleet.cluster.gateway_target import GatewayTarget, resolve_gateway
 from sandfleet.cluster.manifests import DEFAULT_GENERATE_NAME, default_paths
 from sandfleet.errors import GatewayError, GatewayUnreachableError
-from sandfleet.gateway_client import GatewayClient, GatewaySandboxInfo, open_gateway_channel
+from sandfleet.gateway_client import (
+    GATEWAY_CHANNELS,
+    GatewayClient,
+    GatewaySandboxInfo,
+    open_gateway_channel,
+)
 from sandfleet.logs import get_logger
+from sandfleet.shared_channels import ChannelLease
 
 log = get_logger(__name__)
 
@@ -183,7 +186,7 @@ class GatewayBackend:
 
 
 def connect_runtime(
-    target: GatewayTarget, info: GatewaySandboxInfo, *, channel: grpc.aio.Channel | None = None
+    target: GatewayTarget, info: GatewaySandboxInfo, *, channel: RuntimeChannel | None = None
 ) -> RuntimeClient:
     """A runtime client to the session's sandbox through the gateway's proxy; its calls
     carry the caller's Kubernetes token as well as the session's runtime token. `channel`:
@@ -201,7 +204,9 @@ def connect_runtime(
 class _SharedGateway:
     """The gateway client of one claim's sandboxes; its channel lease ends with the last."""
 
-    def __init__(self, client: GatewayClient, lease: ChannelLease, *, users: int) -> None:
+    def __init__(
+        self, client: GatewayClient, lease: ChannelLease[RuntimeChannel], *, users: int
+    ) -> None:
         self.client = client
         self._lease = lease
         self._users = users

@@ -7,7 +7,7 @@ import asyncio
 
 import grpc.aio
 
-from sandfleet.cluster.gateway_channels import SharedChannels
+from sandfleet.shared_channels import SharedChannels
 
 ADDRESS = "127.0.0.1:1"
 
@@ -19,7 +19,7 @@ def opener(opened: list[grpc.aio.Channel]) -> grpc.aio.Channel:
 
 
 async def test_leases_of_one_key_share_a_channel_that_outlives_a_gap_between_them() -> None:
-    shared = SharedChannels(linger_s=60)
+    shared: SharedChannels[grpc.aio.Channel] = SharedChannels(linger_s=60)
     opened: list[grpc.aio.Channel] = []
 
     first = shared.lease(("gateway", ADDRESS), lambda: opener(opened))
@@ -36,7 +36,7 @@ async def test_leases_of_one_key_share_a_channel_that_outlives_a_gap_between_the
 
 
 async def test_a_channel_nobody_leases_is_closed_after_the_linger() -> None:
-    shared = SharedChannels(linger_s=0.01)
+    shared: SharedChannels[grpc.aio.Channel] = SharedChannels(linger_s=0.01)
     opened: list[grpc.aio.Channel] = []
     lease = shared.lease(("gateway", ADDRESS), lambda: opener(opened))
     lease.release()
@@ -54,7 +54,7 @@ async def test_a_channel_nobody_leases_is_closed_after_the_linger() -> None:
 
 
 def test_a_new_event_loop_gets_a_channel_of_its_own() -> None:
-    shared = SharedChannels(linger_s=60)
+    shared: SharedChannels[grpc.aio.Channel] = SharedChannels(linger_s=60)
     opened: list[grpc.aio.Channel] = []
 
     async def lease_and_keep() -> None:

@@ -12,28 +12,38 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable, Hashable
-
-import grpc.aio
+from typing import Generic, Protocol, TypeVar
 
 LINGER_S = 30.0
 """How long a channel nobody leases stays open for the next claim."""
 
 
+class Closable(Protocol):
+    """A channel as this module uses it (grpc.aio.Channel; grpc stays in the client modules)."""
+
+    async def close(self, grace: float | None) -> None: ...
+
+
+C = TypeVar("C", bound=Closable)
+
+
 @dataclasses.dataclass(eq=False)
-class _Entry:
-    channel: grpc.aio.Channel
+class _Entry(Generic[C]):
+    channel: C
     leases: int = 0
     expiry: asyncio.TimerHandle | None = None
 
 
-class ChannelLease:
+class ChannelLease(Generic[C]):
     """One claim's use of a shared channel; `release()` once (more calls do nothing)."""
 
-    def __init__(self, owner: SharedChannels, key: tuple[Hashable, ...], entry: _Entry) -> None:
+    def __init__(
+        self, owner: SharedChannels[C], key: tuple[Hashable, ...], entry: _Entry[C]
+    ) -> None:
         self.channel = entry.channel
         self._owner = owner
         self._key = key
-        self._entry: _Entry | None = entry
+        self._entry: _Entry[C] | None = entry
 
     def release(self) -> None:
         entry, self._entry = self._entry, None
@@ -41,17 +51,15 @@ class ChannelLease:
             self._owner.returned(self._key, entry)
 
 
-class SharedChannels:
+class SharedChannels(Generic[C]):
     """Open channels by key, for the event loop they were opened on."""
 
     def __init__(self, *, linger_s: float = LINGER_S) -> None:
         self._linger_s = linger_s
-        self._entries: dict[tuple[Hashable, ...], _Entry] = {}
+        self._entries: dict[tuple[Hashable, ...], _Entry[C]] = {}
         self._closing: set[asyncio.Task[None]] = set()
 
-    def lease(
-        self, key: tuple[Hashable, ...], open_channel: Callable[[], grpc.aio.Channel]
-    ) -> ChannelLease:
+    def lease(self, key: tuple[Hashable, ...], open_channel: Callable[[], C]) -> ChannelLease[C]:
         """The channel for `key` on this loop, opened with `open_channel` if there is none."""
         loop = asyncio.get_running_loop()
         self._forget_closed_loops()
@@ -65,13 +73,13 @@ class SharedChannels:
         entry.leases += 1
         return ChannelLease(self, full_key, entry)
 
-    def returned(self, key: tuple[Hashable, ...], entry: _Entry) -> None:
+    def returned(self, key: tuple[Hashable, ...], entry: _Entry[C]) -> None:
         entry.leases -= 1
         if entry.leases == 0 and self._entries.get(key) is entry:
             loop = asyncio.get_running_loop()
             entry.expiry = loop.call_later(self._linger_s, self._expire, key, entry)
 
-    def _expire(self, key: tuple[Hashable, ...], entry: _Entry) -> None:
+    def _expire(self, key: tuple[Hashable, ...], entry: _Entry[C]) -> None:
         if entry.leases == 0 and self._entries.get(key) is entry:
             del self._entries[key]
             task = asyncio.get_running_loop().create_task(entry.channel.close(grace=None))
@@ -97,7 +105,3 @@ class SharedChannels:
         ]
         for key in ended:
             del self._entries[key]
-
-
-GATEWAY_CHANNELS = SharedChannels()
-"""The process's shared gateway channels (GatewayBackend's)."""
