@@ -68,6 +68,7 @@ async def gateway_bench_on_cluster(
             yield GatewayBench(
                 kube, namespace, gateway, operator, token, pool_size,
                 pause_operator=pause_operator,
+                api_metrics=lambda: str(admin_api.request_sync("GET", "/metrics").body["message"]),
             )  # fmt: skip
         finally:
             os.kill(operator.pid, signal.SIGCONT)  # a round may have left it paused
