@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from sandfleet.agent.config import AgentConfig
 from sandfleet.agent.model import Model
 from sandfleet.kube import KubeClient
+from sandfleet.kube.rate_limit import TokenBucket
 from sandfleet.operator.metrics import OperatorMetrics
 from sandfleet.operator.model_endpoints import EndpointAllowlist
 from sandfleet.operator.pod_index import PodIndex
@@ -52,6 +53,8 @@ class OperatorContext:
     derive from it. None: no gateway is configured, and such sessions fail."""
     claims: ClaimsInFlight = dataclasses.field(default_factory=ClaimsInFlight)
     pool_tokens: PoolTokens = dataclasses.field(default_factory=PoolTokens)
+    pool_pod_creates: TokenBucket = dataclasses.field(default_factory=lambda: TokenBucket(20, 100))
+    """Pod creations of all pools' refills (settings.pool_pod_creates_per_second, _burst)."""
     background: list[Callable[[], Coroutine[Any, Any, None]]] = dataclasses.field(
         default_factory=list
     )
