@@ -134,7 +134,7 @@ class PoolKeeper:
             if allowed < wanted:
                 self._log.info("pool_refill_throttled", wanted=wanted, allowed=allowed)
             if allowed:
-                await self._create(allowed, resolved)
+                await self._create(allowed, resolved, recycle=spec.recycle)
         ready = sum(map(pod_is_ready, live))
         self._ctx.metrics.pool_idle(self.ref.namespace, self.ref.name, ready)
         claims = self._ctx.pods.claimed_count(self.ref.namespace, self.ref.name)
@@ -142,9 +142,13 @@ class PoolKeeper:
             ready, len(live) + len(self._creating) - ready, None, claims=claims
         )
 
-    async def _create(self, count: int, resolved: Any) -> None:
+    async def _create(self, count: int, resolved: Any, *, recycle: bool) -> None:
         body = pool_pod(
-            self.ref, resolved, pool_token_secret_name(self.ref.name), self._ctx.defaults
+            self.ref,
+            resolved,
+            pool_token_secret_name(self.ref.name),
+            self._ctx.defaults,
+            recycle=recycle,
         )
         path = resource_path("v1", "pods", self.ref.namespace)
 
