@@ -72,6 +72,9 @@ def parse_args() -> argparse.Namespace:
         action="store_true",
         help="keep the operator running during latency rounds (refills compete for the CPU)",
     )
+    parser.add_argument(
+        "--recycle", action="store_true", help="the pool recycles released sandboxes"
+    )
     parser.add_argument("--out", type=Path, default=None)
     return parser.parse_args()
 
@@ -109,7 +112,7 @@ async def _sustained(
 
 async def main_async(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     async with gateway_bench_on_cluster(
-        "gw", args.pool, workdir, pause_operator=not args.live_refill
+        "gw", args.pool, workdir, pause_operator=not args.live_refill, recycle=args.recycle
     ) as bench:
         results = await run_rounds(bench, args)
         results["gateway_log_tail"] = bench.gateway.log_path.read_text()[-2000:]
