@@ -171,11 +171,37 @@ async def _reset_and_verify(address: str, session_token: str, pool_token: str) -
 
 
 async def _return_to_pool(ctx: OperatorContext, pod: Pod, pool: ObjectRef, uses: int) -> bool:
-    """The conditional patch that makes the pod the pool's idle sandbox again."""
+    """The conditional patch that makes the pod the pool's idle sandbox again; a conflict
+    with an unrelated write (the kubelet's status) is retried once on the pod as it is now,
+    if it is still the same pod, claimed by the same session and not leaving."""
     metadata = pod["metadata"]
-    patch = {
+    path = resource_path("v1", "pods", metadata["namespace"], metadata["name"])
+    for attempt in range(2):
+        try:
+            patched = await ctx.kube.patch(path, _idle_patch(pod, pool, uses))
+        except NotFoundError:
+            return False
+        except ConflictError:
+            if attempt:
+                return False
+            try:
+                fresh: Pod = await ctx.kube.get(path)
+            except NotFoundError:
+                return False
+            if not _same_claim(pod, fresh):
+                return False
+            pod = fresh
+            continue
+        ctx.pods.apply("MODIFIED", patched)
+        log.info("sandbox_recycled", pod=f"{metadata['namespace']}/{metadata['name']}", uses=uses)
+        return True
+    return False
+
+
+def _idle_patch(pod: Pod, pool: ObjectRef, uses: int) -> dict[str, Any]:
+    return {
         "metadata": {
-            "resourceVersion": metadata["resourceVersion"],
+            "resourceVersion": pod["metadata"]["resourceVersion"],
             "labels": {Label.STATE.value: PodState.IDLE.value, Label.SESSION.value: None},
             "annotations": {
                 Annotation.USES.value: str(uses),
@@ -185,14 +211,19 @@ async def _return_to_pool(ctx: OperatorContext, pod: Pod, pool: ObjectRef, uses:
             "ownerReferences": [owner_reference(pool)],
         }
     }
-    path = resource_path("v1", "pods", metadata["namespace"], metadata["name"])
-    try:
-        patched = await ctx.kube.patch(path, patch)
-    except (ConflictError, NotFoundError):
-        return False
-    ctx.pods.apply("MODIFIED", patched)
-    log.info("sandbox_recycled", pod=f"{metadata['namespace']}/{metadata['name']}", uses=uses)
-    return True
+
+
+def _same_claim(seen: Pod, fresh: Pod) -> bool:
+    labels, fresh_labels = (
+        seen["metadata"].get("labels") or {},
+        fresh["metadata"].get("labels") or {},
+    )
+    return (
+        fresh["metadata"].get("uid") == seen["metadata"].get("uid")
+        and not fresh["metadata"].get("deletionTimestamp")
+        and fresh_labels.get(Label.SESSION) == labels.get(Label.SESSION)
+        and fresh_labels.get(Label.STATE) == PodState.CLAIMED
+    )
 
 
 def _uses(pod: Pod) -> int:
