@@ -54,7 +54,7 @@ RECYCLE_RPC_TIMEOUT_S = 20.0
 
 
 WRITABLE_DIRECTORIES = (
-    'echo "HOME=$HOME"; echo "PWD=$PWD"; '
+    'home=~; echo "HOME=$home"; echo "PWD=$PWD"; '
     "find / -xdev \\( -path /proc -o -path /sys \\) -prune -o ! -type l -writable -print -prune"
     " 2>/dev/null; true"
 )
