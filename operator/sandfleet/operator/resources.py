@@ -363,6 +363,7 @@ def pool_pod(
     metadata["annotations"] = {Annotation.TEMPLATE_HASH.value: template_hash(pod)}
     spec = _pod_spec(pod, token_secret, defaults)
     if recycle:
+        metadata["annotations"][Annotation.RESET_PATHS.value] = RECYCLED_RESET_PATHS
         env = spec["containers"][0]["env"]
         env[:] = [e for e in env if e["name"] != RESET_PATHS_ENV]
         env.append({"name": RESET_PATHS_ENV, "value": RECYCLED_RESET_PATHS})
@@ -371,13 +372,10 @@ def pool_pod(
 
 def resets_every_writable_path(pod: Mapping[str, Any]) -> bool:
     """The pod was made by a recycling pool (pool_pod with recycle): only such a pod's
-    Reset covers more than its working tree, so only such a pod may be recycled."""
-    containers = (pod.get("spec") or {}).get("containers") or []
-    return any(
-        e.get("name") == RESET_PATHS_ENV and e.get("value") == RECYCLED_RESET_PATHS
-        for c in containers
-        for e in c.get("env") or []
-    )
+    Reset covers more than its working tree, so only such a pod may be recycled. (The
+    annotation, not the spec's env: the pod index keeps no spec.)"""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(Annotation.RESET_PATHS) == RECYCLED_RESET_PATHS
 
 
 def claim_patch(session: ObjectRef, pod_resource_version: str, now: dt.datetime) -> dict[str, Any]:
