@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -266,3 +267,34 @@ def test_the_reset_paths_come_from_the_environment_with_the_home_and_without_mis
     settings, _ = settings_from(["--workdir", str(tmp_path)], environ)
 
     assert settings.reset_paths == (tmp_path.resolve(),)
+
+
+async def test_shells_start_again_after_a_reset_removed_the_runtimes_own_temporary_directory(
+    tree: Path, tmp_path: Path
+) -> None:
+    """The bash driver lives in the system's temporary directory, which a recycling pool's
+    reset restores to its state at start, before the driver existed."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    old = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(temp)  # where the runtime's mkdtemp puts the driver
+    tempfile.tempdir = None
+    try:
+        async with running_runtime(tree, reset_paths=(temp,)) as (server, token):
+            client = RuntimeClient(f"127.0.0.1:{server.port}", token)
+            try:
+                assert (await client.run_command("echo one")).stdout == "one\n"
+                assert list(temp.iterdir())  # the driver's directory
+
+                await client.reset()
+
+                assert list(temp.iterdir()) == []
+                assert (await client.run_command("echo two")).stdout == "two\n"
+            finally:
+                await client.close()
+    finally:
+        if old is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = old
+        tempfile.tempdir = None
