@@ -15,6 +15,9 @@ Rounds:
   overhead    execute_bash("true") through the gateway vs the same runtime dialled directly
   kubectl     SandboxSessions with poolRef created as kubectl would: create -> Ready
   memory      gateway and operator RSS idle and with N open sessions, scaled to 1,000
+  sustained   60 s with 16, then 64 claims always in flight (claim -> first command ->
+              release), operator and refill running: claims/s, latency, API writes and CPU
+              milliseconds (API server, etcd, kubelet, containerd, operator, gateway) per claim
   churn       N claims and releases, then the time until no session, claimed pod, Secret or
               NetworkPolicy is left (the pool is deleted first)
 
@@ -39,10 +42,13 @@ from typing import Any
 from bench.gateway_bench import rounds
 from bench.gateway_bench.on_cluster import gateway_bench_on_cluster
 from bench.gateway_bench.rounds import GatewayBench
+from bench.gateway_bench.sustained import sustained
 from sandfleet.logs import configure_logging
 
 RESULTS_DIR = Path.home() / ".cache" / "sandfleet" / "bench"
-ROUNDS = ("sequential", "bursts", "batch", "overhead", "kubectl", "memory", "churn")
+ROUNDS = (
+    "sequential", "bursts", "batch", "overhead", "kubectl", "memory", "sustained", "churn",
+)  # fmt: skip
 
 
 def parse_args() -> argparse.Namespace:
@@ -57,12 +63,17 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--calls", type=int, default=500, help="overhead calls per path")
     parser.add_argument("--kubectl", type=int, default=30)
     parser.add_argument("--open", type=int, default=100, help="open sessions (memory round)")
+    parser.add_argument("--in-flight", type=int, nargs="+", default=[16, 64])
+    parser.add_argument("--window", type=float, default=60.0, help="sustained window (s)")
     parser.add_argument("--churn", type=int, default=1000)
     parser.add_argument("--churn-concurrency", type=int, default=16)
     parser.add_argument(
         "--live-refill",
         action="store_true",
         help="keep the operator running during latency rounds (refills compete for the CPU)",
+    )
+    parser.add_argument(
+        "--recycle", action="store_true", help="the pool recycles released sandboxes"
     )
     parser.add_argument("--out", type=Path, default=None)
     return parser.parse_args()
@@ -78,6 +89,7 @@ async def run_rounds(bench: GatewayBench, args: argparse.Namespace) -> dict[str,
         "overhead": lambda: rounds.proxy_overhead(bench, args.calls),
         "kubectl": lambda: rounds.kubectl_pool_ref(bench, args.kubectl),
         "memory": lambda: rounds.memory(bench, min(args.open, bench.pool_size)),
+        "sustained": lambda: _sustained(bench, args.in_flight, args.window),
         "churn": lambda: rounds.churn(bench, args.churn, args.churn_concurrency),
     }
     for name in ROUNDS:  # churn last: it deletes the pool
@@ -92,9 +104,15 @@ async def _bursts(bench: GatewayBench, sizes: list[int]) -> list[dict[str, Any]]
     return [await rounds.burst(bench, min(size, bench.pool_size)) for size in sizes]
 
 
+async def _sustained(
+    bench: GatewayBench, in_flight: list[int], window_s: float
+) -> list[dict[str, Any]]:
+    return [await sustained(bench, n, window_s) for n in in_flight]
+
+
 async def main_async(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     async with gateway_bench_on_cluster(
-        "gw", args.pool, workdir, pause_operator=not args.live_refill
+        "gw", args.pool, workdir, pause_operator=not args.live_refill, recycle=args.recycle
     ) as bench:
         results = await run_rounds(bench, args)
         results["gateway_log_tail"] = bench.gateway.log_path.read_text()[-2000:]

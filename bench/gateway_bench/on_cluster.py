@@ -36,7 +36,7 @@ from tests.cluster.harness.operator_harness import (
 
 @contextlib.asynccontextmanager
 async def gateway_bench_on_cluster(
-    name: str, pool_size: int, workdir: Path, *, pause_operator: bool
+    name: str, pool_size: int, workdir: Path, *, pause_operator: bool, recycle: bool = False
 ) -> AsyncIterator[GatewayBench]:
     """A GatewayBench over a new `sf-bench-<name>-*` namespace whose pool of `pool_size`
     pods has been created (not yet full: `until_pool_full()` waits for it)."""
@@ -63,11 +63,12 @@ async def gateway_bench_on_cluster(
             gateway.start()
             token = await tenant_token(admin_api, namespace)
             pool = {"apiVersion": API_VERSION, "kind": "SandboxPool", "metadata": {"name": POOL},
-                    "spec": {"replicas": pool_size}}  # fmt: skip
+                    "spec": {"replicas": pool_size, "recycle": recycle}}  # fmt: skip
             await kube.create(resource_path(API_VERSION, POOL_PLURAL, namespace), pool)
             yield GatewayBench(
                 kube, namespace, gateway, operator, token, pool_size,
                 pause_operator=pause_operator,
+                api_metrics=lambda: str(admin_api.request_sync("GET", "/metrics").body["message"]),
             )  # fmt: skip
         finally:
             os.kill(operator.pid, signal.SIGCONT)  # a round may have left it paused

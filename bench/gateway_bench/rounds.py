@@ -41,6 +41,8 @@ class GatewayBench:
     """The tenant's ServiceAccount token (only the tenant Role)."""
     pool_size: int
     pause_operator: bool = True
+    api_metrics: Callable[[], str] = lambda: ""
+    """The API server's /metrics text (the sustained round's writes per claim)."""
     splits: list[tuple[float, float]] = dataclasses.field(default_factory=list)
     """(claim returned, first command answered) seconds of every claim, for where time goes."""
 

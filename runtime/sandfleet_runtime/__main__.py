@@ -15,6 +15,7 @@ from .settings import (
     DEFAULT_RESET_BASELINE_MAX_BYTES,
     DEFAULT_TIMEOUT_S,
     MAX_UPLOAD_BYTES_ENV,
+    RESET_PATHS_ENV,
     RuntimeSettings,
 )
 from .token_source import (
@@ -112,6 +113,19 @@ def renamed_flags_used(argv: Sequence[str]) -> list[str]:
     return [old for old in _RENAMED_FLAGS if any(a.split("=")[0] == old for a in argv)]
 
 
+def _reset_paths(environ: Mapping[str, str]) -> tuple[Path, ...]:
+    """RESET_PATHS_ENV's directories, `~` as the home directory, each once; ones that do
+    not exist are left out (nothing there to restore)."""
+    home = environ.get("HOME") or str(Path.home())
+    paths = []
+    for item in environ.get(RESET_PATHS_ENV, "").split(":"):
+        if item.strip():
+            path = Path(home if item.strip() == "~" else item.strip())
+            if path.is_dir():
+                paths.append(path.resolve())
+    return tuple(dict.fromkeys(paths))
+
+
 def settings_from(
     argv: Sequence[str], environ: Mapping[str, str]
 ) -> tuple[RuntimeSettings, int | None]:
@@ -154,6 +168,7 @@ def settings_from(
         exit_with_parent=args.exit_with_parent,
         reset_baseline_max_bytes=args.reset_baseline_max_bytes,
         max_upload_bytes=_max_upload_bytes(args.max_upload_bytes, environ),
+        reset_paths=_reset_paths(environ),
         owns_process=True,
         log_level=args.log_level,
     )

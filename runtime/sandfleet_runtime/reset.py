@@ -25,7 +25,7 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from sandfleet_runtime import tree_archive
@@ -93,13 +93,17 @@ class Resetter:
         activity: ActivityClock,
         limits: SessionLimits | None,
         owns_process: bool,
+        extra_roots: Sequence[Path] = (),
     ) -> None:
+        """`extra_roots`: writable directories besides the working tree that every reset
+        returns to how they are now (their state at start: /tmp, the home directory)."""
         self._sessions = sessions
         self._detached = detached
         self._workdir = workdir
         self._baseline_max_bytes = baseline_max_bytes
         self._image_baseline = _capture(workdir, baseline_max_bytes)
         self._baseline = self._image_baseline
+        self._extra = [_capture(root, baseline_max_bytes) for root in extra_roots]
         self._clear_editor_history = clear_editor_history
         self._activity = activity
         self._limits = limits
@@ -146,6 +150,10 @@ class Resetter:
             baseline = self._baseline
             if isinstance(baseline, BaselineUnavailableError):
                 raise FailedPreconditionError(str(baseline))
+            extras = [e for e in self._extra if isinstance(e, Baseline)]
+            if len(extras) < len(self._extra):
+                unavailable = next(e for e in self._extra if not isinstance(e, Baseline))
+                raise FailedPreconditionError(str(unavailable))
             started = time.monotonic()
             victims = await asyncio.to_thread(self._victims)
             closed = await self._sessions.close_open(
@@ -154,13 +162,17 @@ class Resetter:
             dropped = await self._detached.drop_all()
             await asyncio.to_thread(self._kill_rest)
             repair = await asyncio.to_thread(baseline.restore)
+            removed, restored = repair.removed, repair.restored
+            for extra in extras:
+                extra_repair = await asyncio.to_thread(extra.restore)
+                removed, restored = removed + extra_repair.removed, restored + extra_repair.restored
             await self._clear_editor_history()
             self._activity.touch()
             report = ResetReport(
                 closed_sessions=closed,
                 killed_processes=len(victims),
-                removed_paths=repair.removed,
-                restored_paths=repair.restored,
+                removed_paths=removed,
+                restored_paths=restored,
                 dropped_commands=dropped,
                 duration_s=time.monotonic() - started,
             )

@@ -133,6 +133,7 @@ def build_server(settings: RuntimeSettings) -> RuntimeServer:
         activity=activity,
         limits=limits,
         owns_process=settings.owns_process,
+        extra_roots=settings.reset_paths,
     )
     file_service_pb2_grpc.add_FileServiceServicer_to_server(
         FileServicer(

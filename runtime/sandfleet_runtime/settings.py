@@ -15,6 +15,8 @@ DEFAULT_MAX_UPLOAD_BYTES = 128 * 1024 * 1024
 """Largest file one UploadFile may write (128 MiB): a caller cannot fill the sandbox's disk,
 or the node's, with one stream. SANDFLEET_RUNTIME_MAX_UPLOAD_BYTES or --max-upload-bytes."""
 MAX_UPLOAD_BYTES_ENV = "SANDFLEET_RUNTIME_MAX_UPLOAD_BYTES"
+RESET_PATHS_ENV = "SANDFLEET_RUNTIME_RESET_PATHS"
+"""Colon-separated directories Reset restores besides the working tree (`~`: the home)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -51,6 +53,10 @@ class RuntimeSettings:
     reset_baseline_max_bytes: int = DEFAULT_RESET_BASELINE_MAX_BYTES
     """File content of the working tree kept in memory for Reset; a larger tree (or 0)
     leaves Reset unavailable (FAILED_PRECONDITION), nothing else."""
+    reset_paths: tuple[Path, ...] = ()
+    """Writable directories outside the working tree that Reset also returns to how they
+    were when the runtime started (a pool that recycles sandboxes: /tmp, /var/tmp, /dev/shm,
+    the home directory); each within reset_baseline_max_bytes, else Reset is unavailable."""
     owns_process: bool = False
     """The runtime is its process's only purpose (the agent, not an in-process test
     server): Reset may kill every descendant of the process."""

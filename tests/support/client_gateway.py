@@ -131,7 +131,15 @@ class ClientGateway:
         """A session the gateway did not claim (made with kubectl, say) on that runtime:
         Connect finds it, and the proxy routes to it as if the session index had seen it."""
         address, token = self.runtimes[runtime]
-        claimed = Claimed(NAMESPACE, name, token, f"pod-{name}", address, False, self.workdir)
+        claimed = Claimed(
+            namespace=NAMESPACE,
+            name=name,
+            token=token,
+            pod=f"pod-{name}",
+            address=address,
+            warm=False,
+            workdir=self.workdir,
+        )
         self.claimer.sessions[(NAMESPACE, name)] = claimed
         self.server.routes.record(claimed)
         return claimed

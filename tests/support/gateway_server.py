@@ -8,7 +8,7 @@ gateway around it (auth, quotas, routes, proxy) is the real one.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import grpc.aio
@@ -33,6 +33,7 @@ class StandInClaimer:
         """(namespace, pod) -> host:port: what the real claimer's pod index would know."""
         self.started = False
         self.stopped = False
+        self.hand_over: Callable[[str, grpc.aio.Channel], None] | None = None
 
     async def start(self) -> None:
         self.started = True
@@ -51,7 +52,17 @@ class StandInClaimer:
         for i in range(spec.count):
             pod, address, token = self.free.pop(0)
             name = f"{spec.generate_name}{len(self.sessions) + i}"
-            claimed.append(Claimed(spec.namespace, name, token, pod, address, True, self.workdir))
+            claimed.append(
+                Claimed(
+                    namespace=spec.namespace,
+                    name=name,
+                    token=token,
+                    pod=pod,
+                    address=address,
+                    warm=True,
+                    working_dir=self.workdir,
+                )
+            )
         for sandbox in claimed:
             self.sessions[(sandbox.namespace, sandbox.name)] = sandbox
         return claimed

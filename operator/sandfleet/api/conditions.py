@@ -37,6 +37,9 @@ class Reason(enum.StrEnum):
     BIND_FAILED = "BindFailed"
     IMAGE_PULL_FAILED = "ImagePullFailed"
     CONTAINER_CRASHED = "ContainerCrashed"
+    CONTAINER_CREATE_FAILED = "ContainerCreateFailed"
+    """The kubelet could not create the runtime's container until the start deadline
+    (CreateContainerConfigError, CreateContainerError...: passing until then)."""
     # Completed (agent stop reasons, CamelCased)
     SUBMITTED = "Submitted"
     MAX_TURNS_REACHED = "MaxTurnsReached"

@@ -51,5 +51,10 @@ class Annotation(enum.StrEnum):
     (already bound, token derived with the fleet's session key) instead of claiming one."""
     CLAIMED_BY = "sandfleet.dev/claimed-by"
     """Which gateway replica made the claim (on the session and on the pod), for debugging."""
+    RESET_PATHS = "sandfleet.dev/reset-paths"
+    """On a recycling pool's pod: what its runtime's Reset restores besides the working tree
+    (set with the runtime's environment when the pod is made)."""
+    USES = "sandfleet.dev/uses"
+    """On a recycled pool pod: how many sessions it has served (the pool's maxUses bounds it)."""
     TEMPLATE_HASH = "sandfleet.dev/template-hash"
     """Hash of the pod settings a pool pod was made from; stale idle pods are replaced."""

@@ -14,6 +14,12 @@ class SandboxPoolSpec(ApiModel):
     template: PodTemplate | None = None
     replicas: int = Field(default=1, ge=0, le=10000)
     """Idle warm sandboxes to keep; claimed ones are replaced."""
+    recycle: bool = False
+    """A released sandbox whose Reset verifies clean goes back to the pool, idle, instead of
+    being deleted (docs/pools.md); off by default: sessions of one namespace then share
+    pods one after another, which suits a trainer that owns them all, not mutual strangers."""
+    max_uses: int = Field(default=20, ge=1, le=100000)
+    """With recycle: sessions one pod serves before it is replaced by a fresh one."""
 
     @model_validator(mode="after")
     def _one_template(self) -> SandboxPoolSpec:

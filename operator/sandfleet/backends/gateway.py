@@ -8,15 +8,20 @@ proxies every runtime call that names the session in `x-sandfleet-session`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
 from sandfleet.api import EgressMode, LifecycleSpec
-from sandfleet.clients.gateway.client import GatewayClient, GatewaySandboxInfo
+from sandfleet.clients.gateway.client import (
+    GATEWAY_CHANNELS,
+    GatewayClient,
+    GatewaySandboxInfo,
+    open_gateway_channel,
+)
 from sandfleet.clients.gateway.target import GatewayTarget, resolve_gateway
-from sandfleet.clients.runtime.client import RuntimeClient
+from sandfleet.clients.runtime.client import RuntimeChannel, RuntimeClient, open_runtime_channel
+from sandfleet.clients.shared_channels import ChannelLease
 from sandfleet.cluster.session_specs import default_paths
 from sandfleet.errors import GatewayError, GatewayUnreachableError
 from sandfleet.fleet.manifests import DEFAULT_GENERATE_NAME
@@ -84,13 +89,17 @@ class GatewayBackend:
             raise ValueError(f"count must be at least 1, not {count}")
         target = await self.target()
         token = await asyncio.to_thread(target.current_token)  # may run an exec plugin
-        gateway = GatewayClient(target.address, token, tls=target.tls)
-        shared = _SharedGateway(gateway, users=count)
+        lease = GATEWAY_CHANNELS.lease(
+            ("gateway", target.address, target.tls, target.token),
+            lambda: open_gateway_channel(target.address, target.tls),
+        )
+        gateway = GatewayClient(target.address, token, tls=target.tls, channel=lease.channel)
+        shared = _SharedGateway(gateway, lease, users=count)
         request = self.request
         try:
             claimed = await self._claim(gateway, request.namespace or target.namespace, count)
         except BaseException:
-            await asyncio.shield(gateway.close())
+            lease.release()
             raise
         return [self._opened(target, shared, info) for info in claimed]
 
@@ -158,12 +167,17 @@ class GatewayBackend:
     def _opened(
         self, target: GatewayTarget, shared: _SharedGateway, info: GatewaySandboxInfo
     ) -> OpenedSandbox[GatewaySandboxInfo]:
-        client = connect_runtime(target, info)
+        lease = GATEWAY_CHANNELS.lease(
+            ("runtime", target.address, target.tls, target.token),
+            lambda: open_runtime_channel(target.address, target.tls, target.current_token),
+        )
+        client = connect_runtime(target, info, channel=lease.channel)
 
         async def close() -> None:
             try:
                 await client.close()
             finally:
+                lease.release()
                 # Shielded: a cancelled caller must not leave the session (and its pod) behind.
                 await asyncio.shield(shared.release(info))
 
@@ -172,23 +186,30 @@ class GatewayBackend:
         return OpenedSandbox(client=client, paths=paths, close=close, details=info)
 
 
-def connect_runtime(target: GatewayTarget, info: GatewaySandboxInfo) -> RuntimeClient:
+def connect_runtime(
+    target: GatewayTarget, info: GatewaySandboxInfo, *, channel: RuntimeChannel | None = None
+) -> RuntimeClient:
     """A runtime client to the session's sandbox through the gateway's proxy; its calls
-    carry the caller's Kubernetes token as well as the session's runtime token."""
+    carry the caller's Kubernetes token as well as the session's runtime token. `channel`:
+    a shared one to the gateway (open_runtime_channel with the target's caller token)."""
     return RuntimeClient(
         target.address,
         info.token,
         session=info.session,
         tls=target.tls,
         caller_token=target.current_token,
+        channel=channel,
     )
 
 
 class _SharedGateway:
-    """One gateway channel for the sandboxes of one claim; closed with the last of them."""
+    """The gateway client of one claim's sandboxes; its channel lease ends with the last."""
 
-    def __init__(self, client: GatewayClient, *, users: int) -> None:
+    def __init__(
+        self, client: GatewayClient, lease: ChannelLease[RuntimeChannel], *, users: int
+    ) -> None:
         self.client = client
+        self._lease = lease
         self._users = users
 
     async def release(self, info: GatewaySandboxInfo) -> None:
@@ -197,5 +218,4 @@ class _SharedGateway:
         finally:
             self._users -= 1
             if self._users == 0:
-                with contextlib.suppress(Exception):
-                    await self.client.close()
+                self._lease.release()

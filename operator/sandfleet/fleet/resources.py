@@ -339,10 +339,21 @@ def session_pod(
     }
 
 
+RESET_PATHS_ENV = "SANDFLEET_RUNTIME_RESET_PATHS"
+RECYCLED_RESET_PATHS = "/tmp:/var/tmp:/dev/shm:/run/lock:~"
+"""What the runtime of a recycling pool's pod restores besides the working tree."""
+
+
 def pool_pod(
-    pool: ObjectRef, pod: ResolvedPod, token_secret: str, defaults: PlatformDefaults
+    pool: ObjectRef,
+    pod: ResolvedPod,
+    token_secret: str,
+    defaults: PlatformDefaults,
+    *,
+    recycle: bool = False,
 ) -> dict[str, Any]:
-    """An idle warm pod of `pool` (the API server picks its name), owned by the pool."""
+    """An idle warm pod of `pool` (the API server picks its name), owned by the pool;
+    `recycle`: its runtime's Reset covers every writable path, so it can be recycled."""
     labels = {
         **common_labels(Component.SANDBOX),
         Label.POOL.value: label_value(pool.name),
@@ -350,12 +361,21 @@ def pool_pod(
     }
     metadata = object_metadata(pool, labels, generateName=pool_pod_generate_name(pool.name))
     metadata["annotations"] = {Annotation.TEMPLATE_HASH.value: template_hash(pod)}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": metadata,
-        "spec": _pod_spec(pod, token_secret, defaults),
-    }
+    spec = _pod_spec(pod, token_secret, defaults)
+    if recycle:
+        metadata["annotations"][Annotation.RESET_PATHS.value] = RECYCLED_RESET_PATHS
+        env = spec["containers"][0]["env"]
+        env[:] = [e for e in env if e["name"] != RESET_PATHS_ENV]
+        env.append({"name": RESET_PATHS_ENV, "value": RECYCLED_RESET_PATHS})
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def resets_every_writable_path(pod: Mapping[str, Any]) -> bool:
+    """The pod was made by a recycling pool (pool_pod with recycle): only such a pod's
+    Reset covers more than its working tree, so only such a pod may be recycled. (The
+    annotation, not the spec's env: the pod index keeps no spec.)"""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(Annotation.RESET_PATHS) == RECYCLED_RESET_PATHS
 
 
 def token_secret(

@@ -43,7 +43,7 @@ class ClaimSpec:
     quota ledger can name what the claim is about to create; empty: the claim path picks."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Claimed:
     """One sandbox handed out: a Ready SandboxSession and how to reach its runtime."""
 

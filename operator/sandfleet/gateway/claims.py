@@ -15,22 +15,23 @@ import datetime as dt
 import posixpath
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
+
+import grpc.aio
+import pydantic
 
 from sandfleet.api import (
     DEFAULT_WORKDIR,
     FINALIZER,
     Annotation,
-    PodTemplate,
-    Reason,
+    SandboxSessionSpec,
     derive_session_token,
 )
 from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandfleetError
 from sandfleet.fleet.claim_patches import gateway_claim_patch
 from sandfleet.fleet.manifests import ManifestError, raw_session_spec, session_body
-from sandfleet.fleet.plans import PlanError, pool_pod_template, read_pool, read_template
 from sandfleet.fleet.pod_index import Pod, pod_ip
 from sandfleet.fleet.sessions import SessionClient, SessionGoneError, SessionWaitTimeoutError
 from sandfleet.fleet.status import SessionState
@@ -41,6 +42,7 @@ from sandfleet.gateway.claim_ids import (
     claim_session_names,
     session_name,
 )
+from sandfleet.gateway.claim_sources import Workdirs
 from sandfleet.gateway.claim_types import Claimed, ClaimError, ClaimFailure, ClaimSpec
 from sandfleet.gateway.idle_pods import IdlePods, claimable, runtime_address
 from sandfleet.kube import (
@@ -83,7 +85,10 @@ class Claimer:
         self._kube = kube
         self._settings = settings
         self.idle = IdlePods(kube, settings.namespaces, rpc_timeout_s=settings.rpc_timeout_s)
-        self._lookups: dict[tuple[str, str, str], tuple[float, str]] = {}
+        self._workdirs = Workdirs(kube, cache_s=settings.lookup_cache_s)
+        self.hand_over: Callable[[str, grpc.aio.Channel], None] | None = None
+        """Takes the runtime channel a warm claim bound over (the proxy's channel cache),
+        keyed by the runtime's address; None: the channel is closed."""
 
     async def start(self) -> None:
         await self.idle.start()
@@ -105,7 +110,7 @@ class Claimer:
             raise ClaimError(ClaimFailure.INVALID, f"count must be at least 1, not {spec.count}")
         if spec.pool and spec.template:
             raise ClaimError(ClaimFailure.INVALID, "name a pool or a template, not both")
-        workdir = await self._workdir(spec)
+        workdir = await self._workdirs.of_claim(spec)
         if spec.claim_id:
             results = await self._claim_idempotent(spec, workdir)
         else:
@@ -197,45 +202,65 @@ class Claimer:
         candidates = self.idle.candidates(spec.namespace, pool)
         random.shuffle(candidates)  # replicas starting from one list would all race
         for pod in candidates:
-            pod_name = pod["metadata"]["name"]
-            client = self.idle.take(spec.namespace, pod_name)
+            client = self.idle.take(spec.namespace, pod["metadata"]["name"])
             if client is None:
                 continue  # another claim of this process took it meanwhile
             try:
-                if not await self._patch_claim(spec.namespace, pod, name):
-                    continue
-                token = derive_session_token(
-                    self._settings.session_key, spec.namespace, name, pod_name
-                )
-                # The pod is ours from here on: bind it and write its session at once (the
-                # operator's adoption needs neither to wait for the other).
-                bound, created = await asyncio.gather(
-                    self._bind(client, spec, name, token, workdir),
-                    self._create_session(spec, name, pod_name, pool),
-                    return_exceptions=True,
-                )
-                failure = next((r for r in (bound, created) if isinstance(r, BaseException)), None)
-                if failure is not None:
-                    # The pod may hold the caller's files and a half-made binding: never
-                    # hand it out again (the pool refills), nor the session made for it.
-                    if not isinstance(created, BaseException):
-                        await self.release(spec.namespace, [name])
-                    await self._delete_pod(spec.namespace, pod_name)
-                    raise failure
-            finally:
+                claimed = await self._claim_pod(spec, pod, client, name, workdir)
+            except BaseException:
                 await client.close()
-            ip = pod_ip(pod)
-            assert ip is not None  # claimable pods have an address
+                raise
+            if claimed is None:
+                await client.close()
+                continue
+            if self.hand_over is not None:
+                self.hand_over(claimed.address, client.detach_channel())
+            else:
+                await client.close()
             log.info(
                 "warm_claim",
                 session=f"{spec.namespace}/{name}",
-                pod=pod_name,
+                pod=claimed.pod,
                 seconds=round(time.perf_counter() - started, 4),
             )
-            return Claimed(
-                spec.namespace, name, token, pod_name, runtime_address(ip), True, workdir
-            )
+            return claimed
         return None
+
+    async def _claim_pod(
+        self, spec: ClaimSpec, pod: Pod, client: RuntimeClient, name: str, workdir: str
+    ) -> Claimed | None:
+        """`pod` claimed as session `name`, bound over `client`, and the session written;
+        None when another claim took the pod first."""
+        pod_name = pod["metadata"]["name"]
+        if not await self._patch_claim(spec.namespace, pod, name):
+            return None
+        token = derive_session_token(self._settings.session_key, spec.namespace, name, pod_name)
+        # The pod is ours from here on: bind it and write its session at once (the
+        # operator's adoption needs neither to wait for the other).
+        bound, created = await asyncio.gather(
+            self._bind(client, spec, name, token, workdir),
+            self._create_session(spec, name, claimed_pod=pod_name),
+            return_exceptions=True,
+        )
+        failure = next((r for r in (bound, created) if isinstance(r, BaseException)), None)
+        if failure is not None:
+            # The pod may hold the caller's files and a half-made binding: never hand it
+            # out again (the pool refills), nor the session made for it.
+            if not isinstance(created, BaseException):
+                await self.release(spec.namespace, [name])
+            await self._delete_pod(spec.namespace, pod_name)
+            raise failure
+        ip = pod_ip(pod)
+        assert ip is not None  # claimable pods have an address
+        return Claimed(
+            namespace=spec.namespace,
+            name=name,
+            token=token,
+            pod=pod_name,
+            address=runtime_address(ip),
+            warm=True,
+            workdir=workdir,
+        )
 
     async def _patch_claim(self, namespace: str, pod: Pod, session: str) -> bool:
         """The conditional claim patch; False when the pod is no longer claimable (another
@@ -279,32 +304,34 @@ class Claimer:
         for path, content, mode in spec.files:
             await client.upload(content, sandbox_path(path, workdir), mode=mode)
 
-    async def _create_session(self, spec: ClaimSpec, name: str, pod: str, pool: str) -> None:
-        body = self._session_body(spec, pool=pool, template=None)
-        body["metadata"] = {
-            "name": name,
-            "namespace": spec.namespace,
-            # Set here so kopf need not add it with a patch of its own.
-            "finalizers": [FINALIZER],
-            "annotations": {
-                Annotation.CLAIMED_POD.value: pod,
-                Annotation.CLAIMED_BY.value: self._settings.replica,
-                CALLER_ANNOTATION: spec.caller,
-                **({CLAIM_ID_ANNOTATION: spec.claim_id} if spec.claim_id else {}),
-            },
+    async def _create_session(
+        self, spec: ClaimSpec, name: str | None, *, claimed_pod: str | None = None
+    ) -> SessionState:
+        """The claim's SandboxSession: of the pool whose pod `claimed_pod` it claimed (the
+        operator adopts it), or one the operator starts; named `name` or generated."""
+        body = self._session_body(spec)
+        metadata = body["metadata"]
+        if name is not None:
+            metadata.pop("generateName", None)
+            metadata["name"] = name
+        # Set here so kopf need not add it with a patch of its own.
+        metadata["finalizers"] = [FINALIZER]
+        metadata["annotations"] = {
+            **({Annotation.CLAIMED_POD.value: claimed_pod} if claimed_pod else {}),
+            Annotation.CLAIMED_BY.value: self._settings.replica,
+            CALLER_ANNOTATION: spec.caller,
+            **({CLAIM_ID_ANNOTATION: spec.claim_id} if spec.claim_id else {}),
         }
         try:
-            await SessionClient(self._kube, spec.namespace).create(body)
+            return await SessionClient(self._kube, spec.namespace).create(body)
         except InvalidError as exc:
             raise ClaimError(ClaimFailure.INVALID, f"invalid session: {exc}") from exc
 
-    def _session_body(
-        self, spec: ClaimSpec, *, pool: str | None, template: str | None
-    ) -> dict[str, Any]:
+    def _session_body(self, spec: ClaimSpec) -> dict[str, Any]:
         try:
             session_spec = raw_session_spec(
-                template=template,
-                pool=pool,
+                template=spec.template,
+                pool=spec.pool,
                 env=spec.env,
                 lifecycle=spec.lifecycle,
                 egress=spec.egress,
@@ -323,23 +350,12 @@ class Claimer:
     async def _start_cold(self, spec: ClaimSpec, workdir: str, name: str | None = None) -> Claimed:
         """A session the operator starts (a template, or a pool without idle pods)."""
         sessions = SessionClient(self._kube, spec.namespace)
-        body = self._session_body(spec, pool=spec.pool, template=spec.template)
-        if name is not None:
-            body["metadata"].pop("generateName", None)
-            body["metadata"]["name"] = name
-        body["metadata"]["finalizers"] = [FINALIZER]
-        body["metadata"]["annotations"] = {
-            Annotation.CLAIMED_BY.value: self._settings.replica,
-            CALLER_ANNOTATION: spec.caller,
-            **({CLAIM_ID_ANNOTATION: spec.claim_id} if spec.claim_id else {}),
-        }
-        try:
-            created = await sessions.create(body)
-        except InvalidError as exc:
-            raise ClaimError(ClaimFailure.INVALID, f"invalid session: {exc}") from exc
+        created = await self._create_session(spec, name)
         try:
             timeout = spec.timeout_s if spec.timeout_s > 0 else self._settings.default_timeout_s
-            claimed = await self._until_ready(sessions, created, timeout)
+            claimed = await self._ready(
+                sessions, created, timeout, claimed_pod=None, workdir=workdir
+            )
             if spec.files:
                 client = RuntimeClient(claimed.address, claimed.token)
                 try:
@@ -351,31 +367,36 @@ class Claimer:
             await sessions.delete(created.name)
             raise
         log.info("cold_claim", session=created.reference, pod=claimed.pod)
-        return dataclasses.replace(claimed, workdir=workdir)
+        return claimed
 
-    async def _until_ready(
-        self, sessions: SessionClient, since: SessionState, timeout_s: float
+    async def _ready(
+        self,
+        sessions: SessionClient,
+        state: SessionState,
+        timeout_s: float,
+        *,
+        claimed_pod: str | None,
+        workdir: str,
     ) -> Claimed:
-        name = since.name
-        try:
-            state = await sessions.wait_until(
-                name, lambda s: s.ready or s.finished, timeout_s, since=since
-            )
-        except SessionWaitTimeoutError as exc:
-            raise ClaimError(ClaimFailure.UNAVAILABLE, str(exc)) from exc
-        except SessionGoneError as exc:
-            raise ClaimError(ClaimFailure.UNAVAILABLE, str(exc)) from exc
+        """The session once Ready (waiting up to `timeout_s` from `state`) with its token;
+        UNAVAILABLE when it ends or the wait runs out first."""
+        if not state.ready:
+            try:
+                state = await sessions.wait_until(
+                    state.name, lambda s: s.ready or s.finished, timeout_s, since=state
+                )
+            except (SessionWaitTimeoutError, SessionGoneError) as exc:
+                raise ClaimError(ClaimFailure.UNAVAILABLE, str(exc)) from exc
         if not state.ready or state.pod_ip is None or state.pod_name is None:
-            raise ClaimError(ClaimFailure.UNAVAILABLE, f"the session ended: {state.summary()}")
-        token = await self._token(sessions, state, None)
+            raise ClaimError(ClaimFailure.UNAVAILABLE, f"not serving: {state.summary()}")
         return Claimed(
-            state.namespace,
-            name,
-            token,
-            state.pod_name,
-            runtime_address(state.pod_ip),
-            False,
-            DEFAULT_WORKDIR,
+            namespace=state.namespace,
+            name=state.name,
+            token=await self._token(sessions, state, claimed_pod),
+            pod=state.pod_name,
+            address=runtime_address(state.pod_ip),
+            warm=bool(claimed_pod),
+            workdir=workdir,
         )
 
     async def _token(
@@ -400,27 +421,13 @@ class Claimer:
                 ClaimFailure.NOT_FOUND, f"no SandboxSession {namespace}/{name}"
             ) from exc
         annotations = body["metadata"].get("annotations") or {}
-        claimed_pod = annotations.get(Annotation.CLAIMED_POD)
-        state = SessionState.from_object(body)
-        if not state.ready:
-            timeout = timeout_s if timeout_s > 0 else self._settings.default_timeout_s
-            try:
-                state = await sessions.wait_until(
-                    name, lambda s: s.ready or s.finished, timeout, since=state
-                )
-            except (SessionWaitTimeoutError, SessionGoneError) as exc:
-                raise ClaimError(ClaimFailure.UNAVAILABLE, str(exc)) from exc
-        if not state.ready or state.pod_ip is None or state.pod_name is None:
-            raise ClaimError(ClaimFailure.UNAVAILABLE, f"not serving: {state.summary()}")
-        token = await self._token(sessions, state, claimed_pod)
-        return Claimed(
-            namespace,
-            name,
-            token,
-            state.pod_name,
-            runtime_address(state.pod_ip),
-            bool(claimed_pod),
-            await self._session_workdir(namespace, body),
+        timeout = timeout_s if timeout_s > 0 else self._settings.default_timeout_s
+        return await self._ready(
+            sessions,
+            SessionState.from_object(body),
+            timeout,
+            claimed_pod=annotations.get(Annotation.CLAIMED_POD),
+            workdir=await self._session_workdir(namespace, body),
         )
 
     async def release(self, namespace: str, names: Sequence[str]) -> int:
@@ -436,47 +443,9 @@ class Claimer:
 
         return sum(await asyncio.gather(*(delete(n) for n in names)))
 
-    # --- pools and templates -------------------------------------------------------------
-    async def _workdir(self, spec: ClaimSpec) -> str:
-        """The working directory of the spec's pool or template; NOT_FOUND if it is missing."""
-        if spec.pool:
-            return await self._lookup(spec.namespace, "pool", spec.pool)
-        if spec.template:
-            return await self._lookup(spec.namespace, "template", spec.template)
-        return DEFAULT_WORKDIR
-
     async def _session_workdir(self, namespace: str, body: dict[str, Any]) -> str:
-        spec = body.get("spec") or {}
-        for kind, field in (("pool", "poolRef"), ("template", "templateRef")):
-            ref = spec.get(field) or {}
-            if ref.get("name"):
-                try:
-                    return await self._lookup(namespace, kind, ref["name"])
-                except ClaimError:
-                    return DEFAULT_WORKDIR
-        inline = spec.get("template") or {}
-        return str(inline.get("workdir") or DEFAULT_WORKDIR)
-
-    async def _lookup(self, namespace: str, kind: str, name: str) -> str:
-        """A pool's or template's workdir, checked to exist at most every few seconds."""
-        key = (namespace, kind, name)
-        cached = self._lookups.get(key)
-        if cached is not None and time.monotonic() - cached[0] < self._settings.lookup_cache_s:
-            return cached[1]
-        workdir = await self._read_workdir(namespace, kind, name)
-        self._lookups[key] = (time.monotonic(), workdir)
-        return workdir
-
-    async def _read_workdir(self, namespace: str, kind: str, name: str) -> str:
         try:
-            if kind == "pool":
-                pod, _ = await pool_pod_template(
-                    self._kube, namespace, await read_pool(self._kube, namespace, name)
-                )
-            else:
-                pod = (await read_template(self._kube, namespace, name)).pod
-        except PlanError as exc:
-            missing = exc.reason in {Reason.POOL_NOT_FOUND, Reason.TEMPLATE_NOT_FOUND}
-            failure = ClaimFailure.NOT_FOUND if missing else ClaimFailure.INVALID
-            raise ClaimError(failure, str(exc)) from exc
-        return (pod or PodTemplate()).workdir
+            spec = SandboxSessionSpec.model_validate(body.get("spec") or {})
+        except pydantic.ValidationError:
+            return DEFAULT_WORKDIR  # the operator reports what is wrong with it
+        return await self._workdirs.of_session(namespace, spec)

@@ -116,8 +116,8 @@ class _Upstream:
 
     __slots__ = ("calls", "channel")
 
-    def __init__(self, address: str) -> None:
-        self.channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+    def __init__(self, address: str, channel: grpc.aio.Channel | None = None) -> None:
+        self.channel = channel or grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
         self.calls: dict[str, Any] = {}
 
     def call(self, method: str, client_streaming: bool, server_streaming: bool) -> Any:
@@ -150,12 +150,23 @@ class ChannelCache:
             upstream = self._upstreams[address] = _Upstream(address)
         return upstream
 
+    def adopt(self, address: str, channel: grpc.aio.Channel) -> None:
+        """Keep `channel`, open and connected to `address` (the one the claim path warmed
+        and bound over), for the session's calls: its first call then dials nothing."""
+        if address in self._upstreams:
+            self._close_later(channel)
+        else:
+            self._upstreams[address] = _Upstream(address, channel)
+
     def evict(self, address: str) -> None:
         upstream = self._upstreams.pop(address, None)
         if upstream is not None:
-            task = asyncio.get_running_loop().create_task(upstream.channel.close(grace=None))
-            self._closing.add(task)
-            task.add_done_callback(self._closing.discard)
+            self._close_later(upstream.channel)
+
+    def _close_later(self, channel: grpc.aio.Channel) -> None:
+        task = asyncio.get_running_loop().create_task(channel.close(grace=None))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     async def close(self) -> None:
         upstreams, self._upstreams = list(self._upstreams.values()), {}

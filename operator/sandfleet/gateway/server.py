@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import grpc
@@ -33,6 +33,9 @@ GATEWAY_SERVICE = gateway_service_pb2.DESCRIPTOR.services_by_name["GatewayServic
 
 class Claimer(ClaimPath, Protocol):
     """sandfleet.gateway.claims.Claimer as the server drives it."""
+
+    hand_over: Callable[[str, grpc.aio.Channel], None] | None
+    """Set by the server: where a warm claim's runtime channel goes (the proxy's cache)."""
 
     async def start(self) -> None: ...
 
@@ -73,6 +76,7 @@ class GatewayServer:
         )
         self.channels = ChannelCache()
         self.routes.on_gone = self.channels.evict
+        claimer.hand_over = self.channels.adopt
         self.metrics.open_sessions = self.routes.active_by_namespace
         self.auth = Authenticator(
             kube,

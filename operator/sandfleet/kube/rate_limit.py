@@ -58,6 +58,19 @@ class TokenBucket:
             return 0.0
         return -self._tokens / self.qps
 
+    def take_available(self, wanted: int) -> int:
+        """Take up to `wanted` tokens the bucket holds now, without waiting: how many it
+        gave (a batch sized to what the limit allows this moment; the rest waits a round)."""
+        if math.isinf(self.qps):
+            return wanted
+        now = self._clock()
+        elapsed = max(0.0, now - self._updated)
+        self._tokens = min(float(self.burst), self._tokens + elapsed * self.qps)
+        self._updated = now
+        taken = max(0, min(wanted, math.floor(self._tokens)))
+        self._tokens -= taken
+        return taken
+
     def cancel_reservation(self) -> None:
         """Give back a token whose holder will not use it (its waiter was cancelled)."""
         if not math.isinf(self.qps):

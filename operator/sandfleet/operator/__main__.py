@@ -20,6 +20,7 @@ from sandfleet.fleet.pod_index import PodIndex, feed_pod_index
 from sandfleet.fleet.resources import PlatformDefaults
 from sandfleet.kube import KubeClient, KubeConfig
 from sandfleet.kube.access_review import Authenticator
+from sandfleet.kube.rate_limit import TokenBucket
 from sandfleet.logs import configure_logging, get_logger
 from sandfleet.operator.context import OperatorContext
 from sandfleet.operator.http_api import build_http_app, serve_http
@@ -66,6 +67,9 @@ def build_context(settings: OperatorSettings, kube: KubeClient) -> OperatorConte
         events=post_event,
         session_key=(
             read_session_key(settings.session_key_file) if settings.session_key_file else None
+        ),
+        pool_pod_creates=TokenBucket(
+            settings.pool_pod_creates_per_second, settings.pool_pod_create_burst
         ),
     )
     ctx.background += [

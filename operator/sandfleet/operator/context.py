@@ -20,6 +20,7 @@ from sandfleet.agent.model import Model
 from sandfleet.fleet.pod_index import PodIndex
 from sandfleet.fleet.resources import PlatformDefaults
 from sandfleet.kube import KubeClient
+from sandfleet.kube.rate_limit import TokenBucket
 from sandfleet.operator.metrics import OperatorMetrics
 from sandfleet.operator.model_endpoints import EndpointAllowlist
 from sandfleet.operator.settings import OperatorSettings
@@ -52,6 +53,8 @@ class OperatorContext:
     derive from it. None: no gateway is configured, and such sessions fail."""
     claims: ClaimsInFlight = dataclasses.field(default_factory=ClaimsInFlight)
     pool_tokens: PoolTokens = dataclasses.field(default_factory=PoolTokens)
+    pool_pod_creates: TokenBucket = dataclasses.field(default_factory=lambda: TokenBucket(20, 100))
+    """Pod creations of all pools' refills (settings.pool_pod_creates_per_second, _burst)."""
     background: list[Callable[[], Coroutine[Any, Any, None]]] = dataclasses.field(
         default_factory=list
     )

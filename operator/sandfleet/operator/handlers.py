@@ -32,6 +32,7 @@ from sandfleet.operator.adoption import unadopted_pod_to_reclaim
 from sandfleet.operator.context import OperatorContext
 from sandfleet.operator.pools import PoolKeeper
 from sandfleet.operator.reclaim import delete_session_children
+from sandfleet.operator.recycling import recycle_released
 from sandfleet.operator.session_worker import SessionWorker
 
 log = get_logger(__name__)
@@ -162,6 +163,10 @@ async def reclaim_deleted_session(
     pod = None if finished else status.get("podName")
     if pod is None and not finished:
         pod = await unadopted_pod_to_reclaim(memo.kube, namespace, name, annotations)
+    elif pod is not None and await recycle_released(
+        memo, namespace, name, pod, status=status, annotations=annotations
+    ):
+        pod = None  # back in its pool: only the session's Secret and policy go
     await delete_session_children(
         memo.kube, memo.metrics, namespace, name, pod=pod, reason=ReclaimReason.DELETED
     )

@@ -11,19 +11,24 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
+from typing import Any
 
 from sandfleet.api import Reason
 from sandfleet.errors import SandfleetError
 from sandfleet.fleet.pod_index import Pod, PodIndex, pod_ip, pod_is_ready
 
-_IMAGE_PROBLEMS = {
-    "ErrImagePull",
-    "ImagePullBackOff",
-    "ErrImageNeverPull",
-    "InvalidImageName",
+_IMAGE_PROBLEMS = {"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName"}
+"""Waiting reasons that fail the session at once: a retry pulls the same missing image."""
+_CREATE_PROBLEMS = {
     "CreateContainerConfigError",
     "CreateContainerError",
+    "RunContainerError",
+    "PreStartHookError",
+    "PostStartHookError",
 }
+"""Waiting reasons the kubelet retries on its own and that often clear up: a secret cache not
+synced yet ("failed to sync secret cache"), a name still held by a removed container, a
+runtime busy under load. They become final only at the session's start deadline."""
 UNSEEN_GRACE_S = 30.0
 """A pod we just created may take this long to show up in the watch before it counts as
 lost."""
@@ -56,16 +61,26 @@ def pod_problem(pod: Pod) -> PodProblem | None:
         detail = ": ".join(said) or f"its runtime exited (`kubectl describe pod {name}` shows why)"
         return PodProblem(Reason.SANDBOX_LOST, f"pod {name} ended: {detail}", final=True)
     for container in status.get("containerStatuses") or []:
-        waiting = (container.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason") in _IMAGE_PROBLEMS:
-            message = f"pod {name}: {waiting['reason']}: {waiting.get('message', '')}".strip()
-            return PodProblem(Reason.IMAGE_PULL_FAILED, message, final=True)
-        if (container.get("state") or {}).get("terminated"):
-            return PodProblem(Reason.CONTAINER_CRASHED, f"pod {name}: runtime exited", True)
+        if (problem := _container_problem(name, container)) is not None:
+            return problem
     for condition in status.get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
             message = condition.get("message") or "no node fits the pod"
             return PodProblem(Reason.POD_UNSCHEDULABLE, message, final=False)
+    return None
+
+
+def _container_problem(pod_name: str, container: dict[str, Any]) -> PodProblem | None:
+    state = container.get("state") or {}
+    waiting = state.get("waiting") or {}
+    reason = waiting.get("reason")
+    message = f"pod {pod_name}: {reason}: {waiting.get('message', '')}".strip()
+    if reason in _IMAGE_PROBLEMS:
+        return PodProblem(Reason.IMAGE_PULL_FAILED, message, final=True)
+    if reason in _CREATE_PROBLEMS:
+        return PodProblem(Reason.CONTAINER_CREATE_FAILED, message, final=False)
+    if state.get("terminated"):
+        return PodProblem(Reason.CONTAINER_CRASHED, f"pod {pod_name}: runtime exited", True)
     return None
 
 
@@ -102,9 +117,12 @@ class PodWaiter:
         on_problem: Callable[[PodProblem], None] | None = None,
     ) -> Pod:
         """The pod once `accept(pod)`; raises PodLostError when it vanishes or fails for
-        good, TimeoutError after `timeout_s`."""
+        good, PodFailedError at once for a final problem and after `timeout_s` for a passing
+        one still there (unschedulable, a container not created yet), TimeoutError after
+        `timeout_s` otherwise."""
         signal = self._index.signal(self._namespace, self.name)
         deadline = time.monotonic() + timeout_s
+        problem: PodProblem | None = None
         while True:
             signal.clear()
             pod = self.current()
@@ -123,6 +141,9 @@ class PodWaiter:
                     return pod
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                if pod is not None and problem is not None:
+                    late = f"{problem.message} (still after {timeout_s:.0f}s)"
+                    raise PodFailedError(PodProblem(problem.reason, late, final=True))
                 raise TimeoutError(f"pod {self.name} not ready after {timeout_s:.0f}s")
             next_check = self._next_check()
             with contextlib.suppress(TimeoutError):

@@ -126,7 +126,15 @@ class PoolKeeper:
             live = live[excess:]
         await asyncio.gather(*(self._delete(p) for p in doomed))
         if missing > 0:
-            await self._create(min(missing, MAX_CREATES_PER_ROUND), resolved)
+            # The batch: what claims took since the last round (so it follows the claim
+            # rate), capped per round and by the fleet-wide creation rate; the rest waits
+            # for a later round (RECHECK_S at the latest).
+            wanted = min(missing, MAX_CREATES_PER_ROUND)
+            allowed = self._ctx.pool_pod_creates.take_available(wanted)
+            if allowed < wanted:
+                self._log.info("pool_refill_throttled", wanted=wanted, allowed=allowed)
+            if allowed:
+                await self._create(allowed, resolved, recycle=spec.recycle)
         ready = sum(map(pod_is_ready, live))
         self._ctx.metrics.pool_idle(self.ref.namespace, self.ref.name, ready)
         claims = self._ctx.pods.claimed_count(self.ref.namespace, self.ref.name)
@@ -134,9 +142,13 @@ class PoolKeeper:
             ready, len(live) + len(self._creating) - ready, None, claims=claims
         )
 
-    async def _create(self, count: int, resolved: Any) -> None:
+    async def _create(self, count: int, resolved: Any, *, recycle: bool) -> None:
         body = pool_pod(
-            self.ref, resolved, pool_token_secret_name(self.ref.name), self._ctx.defaults
+            self.ref,
+            resolved,
+            pool_token_secret_name(self.ref.name),
+            self._ctx.defaults,
+            recycle=recycle,
         )
         path = resource_path("v1", "pods", self.ref.namespace)
 

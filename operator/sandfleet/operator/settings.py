@@ -95,6 +95,12 @@ class OperatorSettings(BaseSettings):
     kube_qps: float = Field(default=200.0, gt=0)
     """Sustained Kubernetes API requests per second (a token bucket)."""
     kube_burst: int = Field(default=400, ge=1)
+    pool_pod_creates_per_second: float = Field(default=20.0, gt=0)
+    """Pool refills create at most this many pods a second, all pools together (a token
+    bucket inside kube_qps): a fleet of pools refilling at once must not crowd out the
+    session writes and every other client of the API server."""
+    pool_pod_create_burst: int = Field(default=100, ge=1)
+    """Pod creations allowed at once above the rate (one refill batch, across pools)."""
 
     status_interval_seconds: float = Field(default=5.0, ge=0)
     """A running agent's status (turns, tokens) is written at most this often; phase

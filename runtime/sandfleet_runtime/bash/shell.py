@@ -141,6 +141,8 @@ def spawn_shell(
     limits) before anything runs. Raises UnavailableError when bash cannot be started.
     """
     if not (driver_dir / DRIVER_FILE_NAME).exists():  # something cleaned /tmp: put it back
+        # (A reset of a recycled sandbox restores /tmp, which removes the directory too.)
+        driver_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         write_driver(driver_dir)
     command_read, command_write = pipe(avoid=CHILD_FDS)
     status_read, status_write = pipe(avoid=CHILD_FDS)

@@ -59,12 +59,12 @@ def spec(namespace: str, pool: str | None, count: int = 1, **kw: Any) -> ClaimSp
     return ClaimSpec(**{**fields, **kw})
 
 
-async def create_pool(kube: KubeApi, ns: str, name: str, replicas: int) -> None:
+async def create_pool(kube: KubeApi, ns: str, name: str, replicas: int, **spec_fields: Any) -> None:
     body = {
         "apiVersion": "sandfleet.dev/v1alpha1",
         "kind": "SandboxPool",
         "metadata": {"name": name},
-        "spec": {"replicas": replicas},
+        "spec": {"replicas": replicas, **spec_fields},
     }
     await kube.checked("POST", POOLS.format(ns=ns), body)
 
@@ -151,21 +151,32 @@ async def test_a_warm_claim_binds_its_token_env_and_files_and_the_operator_adopt
 async def test_replicas_and_kubectl_racing_for_one_pool_never_share_a_pod(
     kube: KubeApi, namespace: str, operator: OperatorProcess, make_claimer: MakeClaimer
 ) -> None:
-    await create_pool(kube, namespace, "race", 4)
+    """Twice: over fresh pods, then (the pool recycles) over pods released by the first
+    round and back in the pool."""
+    await create_pool(kube, namespace, "race", 4, recycle=True)
     first, second = await make_claimer(namespace), await make_claimer(namespace)
-    await until_warm(first, namespace, "race", 4)
-    await until_warm(second, namespace, "race", 4)
+    for round_ in ("fresh", "recycled"):
+        await until_warm(first, namespace, "race", 4)
+        await until_warm(second, namespace, "race", 4)
+        await race_for_one_pool(kube, namespace, first, second, round_)
+    await kube.checked("DELETE", f"{POOLS.format(ns=namespace)}/race")
+    await wait_no_leftovers(kube, namespace, timeout_s=60)
 
+
+async def race_for_one_pool(
+    kube: KubeApi, namespace: str, first: Claimer, second: Claimer, round_: str
+) -> None:
     claims = await asyncio.gather(
         first.claim(spec(namespace, "race", count=5)),
         second.claim(spec(namespace, "race", count=3)),
-        create_session(kube, namespace, "kubectl-a", {"poolRef": {"name": "race"}}),
-        create_session(kube, namespace, "kubectl-b", {"poolRef": {"name": "race"}}),
+        create_session(kube, namespace, f"kubectl-a-{round_}", {"poolRef": {"name": "race"}}),
+        create_session(kube, namespace, f"kubectl-b-{round_}", {"poolRef": {"name": "race"}}),
     )
 
     gateway_claims: list[Claimed] = [*claims[0], *claims[1]]
     assert len(gateway_claims) == 8
-    sessions = [c.name for c in gateway_claims] + ["kubectl-a", "kubectl-b"]
+    kubectl = [f"kubectl-a-{round_}", f"kubectl-b-{round_}"]
+    sessions = [c.name for c in gateway_claims] + kubectl
     bodies = await asyncio.gather(
         *(wait_session(kube, namespace, s, phase_is("Ready"), 120) for s in sessions)
     )
@@ -178,10 +189,8 @@ async def test_replicas_and_kubectl_racing_for_one_pool_never_share_a_pod(
 
     await first.release(namespace, [c.name for c in claims[0]])
     await second.release(namespace, [c.name for c in claims[1]])
-    await kube.checked("DELETE", f"{SESSIONS.format(ns=namespace)}/kubectl-a")
-    await kube.checked("DELETE", f"{SESSIONS.format(ns=namespace)}/kubectl-b")
-    await kube.checked("DELETE", f"{POOLS.format(ns=namespace)}/race")
-    await wait_no_leftovers(kube, namespace, timeout_s=60)
+    for name in kubectl:
+        await kube.checked("DELETE", f"{SESSIONS.format(ns=namespace)}/{name}")
 
 
 async def test_a_pod_touched_by_an_unrelated_write_since_the_index_saw_it_is_still_claimed_warm(

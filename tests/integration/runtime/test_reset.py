@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -221,3 +222,79 @@ def test_sample_tree_helper_sees_modes_and_links(tmp_path: Path) -> None:
     assert picture["src/run.sh"][1] == 0o755
     assert picture["link-to-notes"] == ("link", 0, os.fsencode("notes.txt"))
     assert picture["empty"][0] == "dir"
+
+
+async def test_reset_returns_every_listed_writable_path_to_its_state_at_start(
+    tree: Path, tmp_path: Path
+) -> None:
+    """A recycled pool sandbox: files a tenant left in /tmp-like and home-like directories
+    (new, changed, deleted, its shell history) are undone like the working tree's."""
+    scratch, home = tmp_path / "scratch", tmp_path / "home"
+    scratch.mkdir()
+    home.mkdir()
+    (home / ".bashrc").write_text("# image's\n")
+    pristine = (tree_picture(tree), tree_picture(scratch), tree_picture(home))
+    async with running_runtime(tree, reset_paths=(scratch, home)) as (server, token):
+        client = RuntimeClient(f"127.0.0.1:{server.port}", token)
+        try:
+            await client.run_command(
+                f"mkdir -p {scratch}/d && echo secret > {scratch}/d/left.txt;"
+                f" echo changed >> {home}/.bashrc; echo 'ls' > {home}/.bash_history;"
+                " echo x > notes2.txt"
+            )
+
+            first = await client.reset()
+            again = await client.reset()  # what recycling's verification checks: nothing left
+
+            assert (tree_picture(tree), tree_picture(scratch), tree_picture(home)) == pristine
+            assert first.removed_paths >= 3 and first.restored_paths >= 1
+            assert (again.removed_paths, again.restored_paths, again.killed_processes) == (0, 0, 0)
+        finally:
+            await client.close()
+
+
+def test_the_reset_paths_come_from_the_environment_with_the_home_and_without_missing_ones(
+    tmp_path: Path,
+) -> None:
+    from sandfleet_runtime.__main__ import settings_from
+
+    environ = {
+        "SANDFLEET_RUNTIME_TOKEN": "t" * 32,
+        "HOME": str(tmp_path),
+        "SANDFLEET_RUNTIME_RESET_PATHS": f"{tmp_path}/missing:~: :{tmp_path}",
+    }
+
+    settings, _ = settings_from(["--workdir", str(tmp_path)], environ)
+
+    assert settings.reset_paths == (tmp_path.resolve(),)
+
+
+async def test_shells_start_again_after_a_reset_removed_the_runtimes_own_temporary_directory(
+    tree: Path, tmp_path: Path
+) -> None:
+    """The bash driver lives in the system's temporary directory, which a recycling pool's
+    reset restores to its state at start, before the driver existed."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    old = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(temp)  # where the runtime's mkdtemp puts the driver
+    tempfile.tempdir = None
+    try:
+        async with running_runtime(tree, reset_paths=(temp,)) as (server, token):
+            client = RuntimeClient(f"127.0.0.1:{server.port}", token)
+            try:
+                assert (await client.run_command("echo one")).stdout == "one\n"
+                assert list(temp.iterdir())  # the driver's directory
+
+                await client.reset()
+
+                assert list(temp.iterdir()) == []
+                assert (await client.run_command("echo two")).stdout == "two\n"
+            finally:
+                await client.close()
+    finally:
+        if old is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = old
+        tempfile.tempdir = None

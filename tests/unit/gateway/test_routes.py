@@ -22,7 +22,15 @@ def routes() -> tuple[SessionRoutes, list[str]]:
 
 
 def claimed(name: str, pod: str = "pod-1", address: str = "10.0.0.1:50051") -> Claimed:
-    return Claimed("team-a", name, "token", pod, address, True, "/workspace")
+    return Claimed(
+        namespace="team-a",
+        name=name,
+        token="token",
+        pod=pod,
+        address=address,
+        warm=True,
+        working_dir="/workspace",
+    )
 
 
 def test_a_claim_is_routable_at_once_and_keeps_its_address_until_the_status_has_one() -> None:

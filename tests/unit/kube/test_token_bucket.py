@@ -120,3 +120,20 @@ async def test_an_infinite_rate_never_waits() -> None:
 def test_nonsensical_limits_are_refused(qps: float, burst: int) -> None:
     with pytest.raises(ValueError, match="must be"):
         TokenBucket(qps, burst)
+
+
+def test_take_available_gives_what_the_bucket_holds_now_and_the_rest_as_it_refills() -> None:
+    clock = FakeClock()
+    limit = bucket(clock, qps=10, burst=25)
+
+    assert limit.take_available(50) == 25  # a batch capped at the burst
+    assert limit.take_available(5) == 0  # empty: nothing waits, the caller tries later
+    clock.now += 0.35
+    assert limit.take_available(50) == 3  # 3.5 tokens refilled: whole ones only
+    clock.now += 100
+    assert limit.take_available(4) == 4
+    assert limit.take_available(100) == 21  # never more than the burst in all
+
+
+def test_take_available_without_a_limit_gives_everything() -> None:
+    assert TokenBucket(math.inf, 1).take_available(1000) == 1000

@@ -122,17 +122,9 @@ def test_a_pod_that_ended_is_a_lost_sandbox_with_the_kubelets_reason(
 
 
 @pytest.mark.parametrize(
-    "reason",
-    [
-        "ErrImagePull",
-        "ImagePullBackOff",
-        "ErrImageNeverPull",
-        "InvalidImageName",
-        "CreateContainerConfigError",
-        "CreateContainerError",
-    ],
+    "reason", ["ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName"]
 )
-def test_an_image_or_container_config_error_fails_for_good(reason: str) -> None:
+def test_an_image_error_fails_for_good(reason: str) -> None:
     broken = pod(containerStatuses=waiting_container(reason, 'pull "nope:1" denied'))
 
     problem = pod_problem(broken)
@@ -140,6 +132,60 @@ def test_an_image_or_container_config_error_fails_for_good(reason: str) -> None:
     assert problem is not None
     assert (problem.reason, problem.final) == (Reason.IMAGE_PULL_FAILED, True)
     assert problem.message == f'pod s1: {reason}: pull "nope:1" denied'
+
+
+def kubelet_waiting(reason: str, message: str) -> Pod:
+    """A scheduled pod whose container the kubelet could not create yet, as the kubelet
+    reports it (the status of a real pod at 64 claims in flight, names changed)."""
+    body = pod(
+        phase="Pending",
+        node="node-1",
+        hostIP="172.18.0.2",
+        startTime="2026-11-27T14:02:11Z",
+        conditions=[
+            {"type": "PodReadyToStartContainers", "status": "True"},
+            {"type": "Initialized", "status": "True"},
+            {"type": "Ready", "status": "False", "reason": "ContainersNotReady",
+             "message": "containers with unready status: [runtime]"},
+            {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady",
+             "message": "containers with unready status: [runtime]"},
+            {"type": "PodScheduled", "status": "True"},
+        ],
+        containerStatuses=[{
+            "name": "runtime",
+            "image": "sandfleet/sandbox:dev",
+            "imageID": "",
+            "ready": False,
+            "restartCount": 0,
+            "started": False,
+            "state": {"waiting": {"reason": reason, "message": message}},
+        }],
+    )  # fmt: skip
+    return body
+
+
+TRANSIENT = [
+    ("CreateContainerConfigError", "failed to sync secret cache: timed out waiting for the cond"),
+    ("CreateContainerConfigError", 'secret "s1-files" not found'),
+    ("CreateContainerError", 'failed to reserve container name "runtime_s1": name is reserved'),
+    ("RunContainerError", "context deadline exceeded"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("reason", "message"), TRANSIENT)
+def test_a_container_the_kubelet_could_not_create_yet_is_a_passing_problem(
+    reason: str, message: str
+) -> None:
+    problem = pod_problem(kubelet_waiting(reason, message))
+
+    assert problem == PodProblem(
+        Reason.CONTAINER_CREATE_FAILED, f"pod s1: {reason}: {message}", final=False
+    )
+
+
+@pytest.mark.parametrize("reason", ["ContainerCreating", "PodInitializing"])
+def test_a_container_being_created_is_no_problem(reason: str) -> None:
+    assert pod_problem(kubelet_waiting(reason, "")) is None
 
 
 def test_a_terminated_runtime_container_is_a_crash() -> None:
@@ -249,8 +295,9 @@ async def test_a_pod_with_a_problem_is_never_accepted_even_when_the_predicate_wo
     index.apply("ADDED", unschedulable())
     waiter = PodWaiter(index, NS, "s1", known=True)
 
-    with pytest.raises(TimeoutError, match="pod s1 not ready after"):
+    with pytest.raises(PodFailedError, match="still after 0s") as failed:
         await waiter.until(lambda _: True, timeout_s=0.05)
+    assert failed.value.problem.reason == Reason.POD_UNSCHEDULABLE
 
 
 async def test_until_gives_up_with_a_timeout_error_after_its_timeout(index: PodIndex) -> None:
@@ -315,6 +362,39 @@ async def test_until_fails_the_pod_for_good_on_an_image_error_or_a_crash(
     assert failed.value.problem.reason == reason
     assert str(failed.value) == failed.value.problem.message
     assert problems == []  # final problems are raised, not reported as passing
+
+
+async def test_until_waits_out_a_secret_cache_not_synced_yet_and_takes_the_pod_after(
+    index: PodIndex,
+) -> None:
+    index.apply("ADDED", pod(rv=1))
+    waiter = PodWaiter(index, NS, "s1", known=True)
+    problems: list[PodProblem] = []
+    waiting = asyncio.create_task(
+        waiter.until(ready_as_is, timeout_s=60, on_problem=problems.append)
+    )
+    await settle()
+
+    index.apply("MODIFIED", kubelet_waiting(*TRANSIENT[0]) | {"metadata": pod(rv=2)["metadata"]})
+    await settle()
+    assert not waiting.done()
+    index.apply("MODIFIED", running(rv=3))
+
+    assert (await asyncio.wait_for(waiting, ANSWER_S))["metadata"]["resourceVersion"] == "3"
+    assert [p.reason for p in problems] == [Reason.CONTAINER_CREATE_FAILED]
+
+
+async def test_a_container_still_not_created_at_the_deadline_fails_with_the_kubelets_reason(
+    index: PodIndex,
+) -> None:
+    index.apply("ADDED", kubelet_waiting(*TRANSIENT[1]))
+    waiter = PodWaiter(index, NS, "s1", known=True)
+
+    with pytest.raises(PodFailedError) as failed:
+        await waiter.until(ready_as_is, timeout_s=0.05)
+
+    assert failed.value.problem.reason == Reason.CONTAINER_CREATE_FAILED
+    assert 'CreateContainerConfigError: secret "s1-files" not found' in str(failed.value)
 
 
 # --- the unseen-grace rule -----------------------------------------------------------------

@@ -12,6 +12,7 @@ import grpc
 
 from sandfleet.api import EgressMode, LifecycleSpec
 from sandfleet.clients.grpc_channel import Tls, open_channel, retry_service_config
+from sandfleet.clients.shared_channels import SharedChannels
 from sandfleet.errors import (
     GatewayAuthError,
     GatewayError,
@@ -91,13 +92,22 @@ class GatewayClient:
     """
 
     def __init__(
-        self, address: str, token: str, *, tls: Tls | None = None, rpc_timeout_s: float = 30.0
+        self,
+        address: str,
+        token: str,
+        *,
+        tls: Tls | None = None,
+        rpc_timeout_s: float = 30.0,
+        channel: grpc.aio.Channel | None = None,
     ) -> None:
+        """`channel`: an open one to `address` that others share (see open_gateway_channel),
+        which close() leaves open; None: the client opens (and closes) its own."""
         self.address = address
         self.tls = tls
         self._metadata = (("authorization", f"Bearer {token}"),)
         self._rpc_timeout_s = rpc_timeout_s
-        self._channel = open_channel(address, service_config=_SERVICE_CONFIG, tls=tls)
+        self._owns_channel = channel is None
+        self._channel = channel or open_gateway_channel(address, tls)
         self._stub = gateway_grpc.GatewayServiceStub(self._channel)
 
     async def __aenter__(self) -> Self:
@@ -112,7 +122,8 @@ class GatewayClient:
         await self.close()
 
     async def close(self) -> None:
-        await self._channel.close(grace=None)
+        if self._owns_channel:
+            await self._channel.close(grace=None)
 
     async def claim(
         self,
@@ -222,6 +233,14 @@ class GatewayClient:
         """Whether the channel reached the gateway: an UNAVAILABLE on a connected channel is
         the gateway's own answer, on any other it means nothing answered."""
         return self._channel.get_state() == grpc.ChannelConnectivity.READY
+
+
+GATEWAY_CHANNELS: SharedChannels[grpc.aio.Channel] = SharedChannels()
+"""The process's channels to gateways, shared by GatewayBackend's claims (gateway_channels)."""
+
+
+def open_gateway_channel(address: str, tls: Tls | None) -> grpc.aio.Channel:
+    return open_channel(address, service_config=_SERVICE_CONFIG, tls=tls)
 
 
 def _egress(value: EgressMode | str | None) -> str:

@@ -24,7 +24,11 @@ from sandfleet.clients.runtime.calls import (
     publish,
     translate,
 )
-from sandfleet.clients.runtime.connection import RuntimeConnection
+from sandfleet.clients.runtime.connection import (
+    RuntimeChannel,
+    RuntimeConnection,
+    open_runtime_channel,
+)
 from sandfleet.clients.runtime.results import CommandResult, FileEntry, SandboxStats, UploadResult
 from sandfleet.clients.runtime.rollouts import ResetResult, RolloutCalls
 from sandfleet_proto.runtime.v1 import bash_service_pb2 as bash_pb
@@ -36,10 +40,12 @@ __all__ = [
     "CommandResult",
     "FileEntry",
     "ResetResult",
+    "RuntimeChannel",
     "RuntimeClient",
     "SandboxStats",
     "Tls",
     "UploadResult",
+    "open_runtime_channel",
 ]
 
 _NO_ENV: Mapping[str, str] = MappingProxyType({})
@@ -65,17 +71,19 @@ class RuntimeClient:
         session: str | None = None,
         tls: Tls | None = None,
         caller_token: Callable[[], str] | None = None,
+        channel: RuntimeChannel | None = None,
     ) -> None:
         """`address` is the runtime itself (host:port, unix:PATH) or, given `session`
         ("namespace/name"), a gateway that proxies every call to that session's sandbox;
         `tls` makes the channel TLS (a gateway behind a certificate). Through a gateway,
         `caller_token` gives the caller's Kubernetes token, which every call carries too
-        (read again every minute: it may rotate)."""
+        (read again every minute: it may rotate). `channel`: an open one that others share
+        (open_runtime_channel; close() leaves it open), instead of one of the client's own."""
         self.address = address
         self.session = session
         self._connection = RuntimeConnection(
             address, token, rpc_timeout_s=rpc_timeout_s, session=session, tls=tls,
-            caller_token=caller_token,
+            caller_token=caller_token, channel=channel,
         )  # fmt: skip
         self._rollouts = RolloutCalls(self._connection)
 
@@ -84,6 +92,11 @@ class RuntimeClient:
 
     async def close(self) -> None:
         await self._connection.close()
+
+    def detach_channel(self) -> RuntimeChannel:
+        """The open channel, now the caller's to close (a gateway hands the channel it
+        warmed for a claim to its proxy); this client must not be used any more."""
+        return self._connection.detach_channel()
 
     async def wait_ready(self, timeout_s: float = 30.0) -> None:
         """Wait until the agent accepts authenticated calls (stats answers)."""

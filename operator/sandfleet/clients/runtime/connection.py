@@ -30,6 +30,23 @@ _SERVICE_CONFIG = retry_service_config(
 )
 
 
+RuntimeChannel = grpc.aio.Channel
+"""The channel type RuntimeClient takes (for modules that keep grpc out of their imports)."""
+
+
+def open_runtime_channel(
+    address: str, tls: Tls | None = None, caller_token: Callable[[], str] | None = None
+) -> grpc.aio.Channel:
+    """A channel for RuntimeClients of `address`; through a gateway, every call on it
+    carries `caller_token()` as the caller's Kubernetes token."""
+    interceptors = (
+        CallerToken(CALLER_AUTHORIZATION, caller_token).interceptors()
+        if caller_token is not None
+        else []
+    )
+    return open_channel(address, service_config=_SERVICE_CONFIG, tls=tls, interceptors=interceptors)
+
+
 class RuntimeConnection:
     """The channel, stubs and metadata every runtime call goes through."""
 
@@ -42,7 +59,10 @@ class RuntimeConnection:
         session: str | None,
         tls: Tls | None,
         caller_token: Callable[[], str] | None,
+        channel: RuntimeChannel | None = None,
     ) -> None:
+        """`channel`: an open one that others share (open_runtime_channel; close() leaves
+        it open), instead of one of the connection's own."""
         self.rpc_timeout_s = rpc_timeout_s
         """The deadline of calls that run no command (stats, editor, listings)."""
         self._routing: tuple[tuple[str, str], ...] = (
@@ -50,14 +70,8 @@ class RuntimeConnection:
         )
         self.metadata = self._with_token(token)
         """What every call carries: the runtime token and, through a gateway, the session."""
-        interceptors = (
-            CallerToken(CALLER_AUTHORIZATION, caller_token).interceptors()
-            if caller_token is not None
-            else []
-        )
-        self._channel = open_channel(
-            address, service_config=_SERVICE_CONFIG, tls=tls, interceptors=interceptors
-        )
+        self._channel = channel or open_runtime_channel(address, tls, caller_token)
+        self._detached = channel is not None
         self.bash = bash_grpc.BashServiceStub(self._channel)
         self.editor = editor_grpc.EditorServiceStub(self._channel)
         self.files = file_grpc.FileServiceStub(self._channel)
@@ -70,7 +84,14 @@ class RuntimeConnection:
         self.metadata = self._with_token(token)
 
     async def close(self) -> None:
-        await self._channel.close(grace=None)
+        if not self._detached:
+            await self._channel.close(grace=None)
+
+    def detach_channel(self) -> grpc.aio.Channel:
+        """The open channel, now the caller's to close (a gateway hands the channel it
+        warmed for a claim to its proxy); this connection must not be used any more."""
+        self._detached = True
+        return self._channel
 
     async def rpc(self, call: Callable[[], Awaitable[T]]) -> T:
         """`call`'s answer; a gRPC failure as ToolError (the model's to fix) or
