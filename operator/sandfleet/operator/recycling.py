@@ -80,7 +80,7 @@ def writable_outside_the_reset(listing: str) -> list[str]:
     ]
 
 
-class NotClean(SandfleetError):
+class NotCleanError(SandfleetError):
     """The sandbox did not verify clean after its reset: it must not be handed out again."""
 
 
@@ -157,7 +157,7 @@ async def _reset_and_verify(address: str, session_token: str, pool_token: str) -
             await runtime.close()
     outside = writable_outside_the_reset(found.stdout)
     if outside:
-        raise NotClean(f"writable outside what its reset restores: {', '.join(outside[:5])}")
+        raise NotCleanError(f"writable outside what its reset restores: {', '.join(outside[:5])}")
     left = {
         "killed_processes": again.killed_processes,
         "removed_paths": again.removed_paths,
@@ -167,7 +167,7 @@ async def _reset_and_verify(address: str, session_token: str, pool_token: str) -
         "running_commands": stats.running_commands,
     }
     if any(left.values()):
-        raise NotClean(f"not clean after its reset: {left}")
+        raise NotCleanError(f"not clean after its reset: {left}")
 
 
 async def _return_to_pool(ctx: OperatorContext, pod: Pod, pool: ObjectRef, uses: int) -> bool:

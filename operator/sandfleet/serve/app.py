@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from sandfleet.errors import SandfleetError
 from sandfleet.logs import get_logger
 from sandfleet.serve import chat, responses
 from sandfleet.serve.catalog import model_body, models_page
@@ -45,7 +46,7 @@ def error_response(error: ApiError) -> JSONResponse:
     return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
 
 
-class ClientGoneError(Exception):
+class ClientGoneError(SandfleetError):
     """The client disconnected before its answer."""
 
 

@@ -6,10 +6,12 @@ from typing import Any
 
 from openai.types import ErrorObject
 
+from sandfleet.errors import SandfleetError
+
 INVALID_REQUEST = "invalid_request_error"
 
 
-class ApiError(Exception):
+class ApiError(SandfleetError):
     """An error a client gets as an OpenAI error object with HTTP `status`."""
 
     def __init__(

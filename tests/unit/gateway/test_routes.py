@@ -29,7 +29,7 @@ def claimed(name: str, pod: str = "pod-1", address: str = "10.0.0.1:50051") -> C
         pod=pod,
         address=address,
         warm=True,
-        working_dir="/workspace",
+        workdir="/workspace",
     )
 
 

@@ -3,10 +3,9 @@ sandbox's user can write nothing a reset does not restore."""
 
 from __future__ import annotations
 
-from tests.unit.operator.test_resources import DEFAULTS, POOL
-
 from sandfleet.fleet.resources import pool_pod, resets_every_writable_path, resolve_pod_template
 from sandfleet.operator.recycling import writable_outside_the_reset
+from tests.unit.fleet.test_resources import DEFAULTS, POOL
 
 
 def test_only_a_recycling_pools_pods_restore_every_writable_path_on_reset() -> None:
