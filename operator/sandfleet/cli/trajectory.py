@@ -76,6 +76,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument("--full", action="store_true", help="--render: print observations whole")
     parser.add_argument(
+        "--html", action="store_true",
+        help="also write the run as a page (trajectory.html) beside the file: with -o FILE "
+        "for a session, beside FILE itself for a local file",
+    )  # fmt: skip
+    parser.add_argument(
         "--token", metavar="TOKEN",
         help="the Kubernetes bearer token the operator checks (default: SANDFLEET_GATEWAY_TOKEN, "
         "then the kubeconfig user's)",
@@ -95,8 +100,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def trajectory_command(args: argparse.Namespace, settings: Settings, console: Console) -> int:
     errors = error_console()
     if _is_local_file(args.name):
-        return _local_file(args, console, errors)
+        code = _local_file(args, console, errors)
+        return _write_page(Path(args.name), errors) if code == ExitCode.OK and args.html else code
     try:
+        if args.html and args.output is None:
+            raise _OutputError("--html needs -o FILE: the page is written beside it")
         _request(args).validate()
         written = run_until_interrupted(_fetch_and_write(args, console))
     except (
@@ -120,6 +128,22 @@ def trajectory_command(args: argparse.Namespace, settings: Settings, console: Co
     if args.output is not None:
         size, uid = written
         errors.print(f"wrote {size} bytes of run {uid or '?'} to {args.output}")
+        if args.html:
+            return _write_page(args.output, errors)
+    return ExitCode.OK
+
+
+def _write_page(trajectory: Path, errors: Console) -> int:
+    """The run's page beside its trajectory file, as `show RUN --html` writes it."""
+    # Imported here: only --html needs the page templates.
+    from sandfleet.cli.html_pages import show_html
+
+    try:
+        page = show_html(trajectory)
+    except (OSError, SandfleetError) as error:
+        errors.print(Text.assemble(("error: ", "red"), f"cannot write the page: {error}"))
+        return ExitCode.USAGE
+    errors.print(f"wrote {page}")
     return ExitCode.OK
 
 

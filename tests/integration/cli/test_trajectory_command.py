@@ -148,6 +148,29 @@ async def test_from_a_store_directory_uid_and_output_file_select_and_save_a_run(
     assert not saved.with_name("s1.jsonl.part").exists()
 
 
+async def test_html_writes_the_fetched_runs_page_beside_the_file_and_needs_one(
+    tmp_path: Path, store: DirectoryTrajectoryStore, env: dict[str, str]
+) -> None:
+    write_run(store, "team-a", "s1", UID_NEW)
+    saved = tmp_path / "s1.jsonl"
+
+    result = await run_cli(
+        "trajectory", "s1", "-n", "team-a", "--store", str(store.root), "-o", str(saved),
+        "--html", env=env, cwd=tmp_path,
+    )  # fmt: skip
+    without_file = await run_cli(
+        "trajectory", "s1", "-n", "team-a", "--store", str(store.root), "--html",
+        env=env, cwd=tmp_path,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result
+    page = saved.with_suffix(".html")
+    assert f"wrote {page}" in result.stderr
+    assert "héllo" in page.read_text(encoding="utf-8")  # the turn, on the page
+    assert without_file.returncode == ExitCode.USAGE
+    assert "--html needs -o FILE" in without_file.stderr
+
+
 async def test_a_session_without_a_stored_trajectory_exits_fetch_failed_and_leaves_no_file(
     tmp_path: Path, store: DirectoryTrajectoryStore, env: dict[str, str]
 ) -> None:
