@@ -19,8 +19,7 @@ CLUSTER_LANE = "cluster"
 HOST_LANE = "host"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        on_cluster = item.get_closest_marker("cluster") or item.path.is_relative_to(CLUSTER_TESTS)
-        lane = CLUSTER_LANE if on_cluster else HOST_LANE
-        item.add_marker(pytest.mark.xdist_group(lane))
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Each test's lane, marked as it is collected (before xdist reads the groups)."""
+    on_cluster = item.get_closest_marker("cluster") or item.path.is_relative_to(CLUSTER_TESTS)
+    item.add_marker(pytest.mark.xdist_group(CLUSTER_LANE if on_cluster else HOST_LANE))
