@@ -108,3 +108,7 @@ class SnapshotTooLargeError(SuspendError):
 class SnapshotCorruptError(SandfleetError):
     """A suspended sandbox's snapshot is missing, unreadable or fails its checksum; resume
     changes nothing, and what is left stays on disk for inspection (the message names it)."""
+
+
+class SandboxNotFoundError(SandfleetError):
+    """No local sandbox, running or suspended, has this id in the state dir."""
