@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from sandfleet import Sandbox, SandboxLostError
+from sandfleet.backends.local.registry import Registry
 from sandfleet.cli.main import main
 
 from .conftest import config_for, mechanism_params
@@ -26,8 +27,8 @@ async def test_list_suspend_and_rm(
     sandbox = await Sandbox.local(config_for(mechanism, tmp_path))
     try:
         await sandbox.bash("echo kept > notes.txt")
-        (record_file,) = tmp_path.glob("sbx-*.json")  # the registry's record of it
-        sandbox_id_text = record_file.stem
+        (record,) = Registry(tmp_path).records()
+        sandbox_id_text = record.sandbox_id
         code, out = _cli(capsys, "sandboxes", "--state-dir", state)
         assert code == 0 and sandbox_id_text in out and "running" in out, out
         code, out = _cli(capsys, "sandboxes", "rm", sandbox_id_text, "--state-dir", state)
@@ -43,10 +44,10 @@ async def test_list_suspend_and_rm(
 
     async with Sandbox.resume(sandbox_id_text, state_dir=tmp_path) as resumed:
         assert (await resumed.bash("cat notes.txt")).stdout.strip() == "kept"
-        record = await resumed.suspend()
-    code, out = _cli(capsys, "sandboxes", "rm", record.id, "--state-dir", state)
+        suspended = await resumed.suspend()
+    code, out = _cli(capsys, "sandboxes", "rm", suspended.id, "--state-dir", state)
     assert code == 0 and "removed" in out, out
-    assert not record.path.exists()
+    assert not suspended.path.exists()
     code, out = _cli(capsys, "sandboxes", "--state-dir", state)
     assert code == 0 and "no local sandboxes" in out, out
     code, out = _cli(capsys, "sandboxes", "suspend", "sbx-none", "--state-dir", state)
