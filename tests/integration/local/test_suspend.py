@@ -3,6 +3,7 @@ snapshot fails resume and stays; a snapshot over the limit is refused (docs/susp
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from sandfleet import (
     LocalBackend,
     Sandbox,
+    SandboxStartError,
     SnapshotCorruptError,
     SnapshotTooLargeError,
     SuspendError,
@@ -105,3 +107,24 @@ async def test_a_sandbox_without_a_local_backend_cannot_suspend(tmp_path: Path) 
                 await connected.suspend()
     finally:
         await opened.close()
+
+
+async def test_two_resumes_at_once_start_the_sandbox_once(tmp_path: Path) -> None:
+    async with Sandbox.local(config_for("none", tmp_path)) as sandbox:
+        await sandbox.bash("echo once > once.txt")
+        record = await sandbox.suspend()
+    results = await asyncio.gather(
+        Sandbox.resume(record.id, state_dir=tmp_path),
+        Sandbox.resume(record.id, state_dir=tmp_path),
+        return_exceptions=True,
+    )
+    opened = [r for r in results if isinstance(r, Sandbox)]
+    failed = [r for r in results if not isinstance(r, Sandbox)]
+    try:
+        assert len(opened) == 1 and len(failed) == 1, results
+        assert isinstance(failed[0], SandboxStartError), failed
+        assert "resumed by another program" in str(failed[0])
+        assert (await opened[0].bash("cat once.txt")).stdout.strip() == "once"
+    finally:
+        for each in opened:
+            await each.close()

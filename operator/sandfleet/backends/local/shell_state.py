@@ -8,6 +8,7 @@ they live in the bash process, which a suspend ends.
 from __future__ import annotations
 
 import base64
+import binascii
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -83,9 +84,14 @@ def _restorable(name: str) -> bool:
 
 async def _read(client: RuntimeClient, session: str) -> dict[str, Any]:
     result = await client.run_command(_READ, session=session, timeout_s=_TIMEOUT_S)
-    if result.exit_code != 0:
-        raise SuspendError(f"reading the session state failed: {result.stderr[-300:]}")
-    fields = base64.b64decode(result.stdout.strip()).decode(errors="replace").split("\0")
+    if result.exit_code != 0 or result.truncated:
+        why = "its output was cut" if result.truncated else result.stderr[-300:]
+        raise SuspendError(f"reading the session state failed: {why}")
+    try:
+        text = base64.b64decode(result.stdout.strip(), validate=True).decode(errors="replace")
+    except binascii.Error as exc:
+        raise SuspendError(f"reading the session state failed: {exc}") from None
+    fields = text.split("\0")
     env = dict(item.split("=", 1) for item in fields[1:] if "=" in item)
     return {"cwd": fields[0], "env": env}
 

@@ -12,10 +12,12 @@ only then removes the snapshot; a failure stops the new sandbox and keeps the sn
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import fcntl
 import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -120,9 +122,24 @@ async def resume_local(
     root = (state_dir or (config or LocalSandboxConfig()).resolved_state_dir()).absolute()
     folder = snapshot_dir(root, sandbox_id)
     manifest = await asyncio.to_thread(read_verified, folder)
-    if Registry(root).record_path(sandbox_id).exists():
-        raise SandboxStartError(f"sandbox {sandbox_id} is running: it cannot be resumed twice")
-    config = config or config_from_manifest(manifest, root)
+    with _resuming(folder, sandbox_id):
+        if Registry(root).record_path(sandbox_id).exists():
+            raise SandboxStartError(f"sandbox {sandbox_id} is running: it cannot be resumed twice")
+        opened, config = await _start_resumed(
+            folder, manifest, config or config_from_manifest(manifest, root)
+        )
+    log.info(
+        "sandbox_resumed", sandbox=sandbox_id, bytes=manifest.size_bytes,
+        ms=round((time.perf_counter() - started) * 1000, 1),
+    )  # fmt: skip
+    return opened, config
+
+
+async def _start_resumed(
+    folder: Path, manifest: Manifest, config: LocalSandboxConfig
+) -> tuple[OpenedSandbox[LocalRuntime], LocalSandboxConfig]:
+    """Start the sandbox, unpack, re-establish the sessions, then remove the snapshot."""
+    sandbox_id = manifest.sandbox_id
     runtime = await launch_local_runtime(config, sandbox_id=sandbox_id)
     try:
         client = RuntimeClient(runtime.address, runtime.token)
@@ -138,11 +155,27 @@ async def resume_local(
         await asyncio.shield(opened.close())
         raise
     await asyncio.to_thread(remove_snapshot, folder)
-    log.info(
-        "sandbox_resumed", sandbox=sandbox_id, bytes=manifest.size_bytes,
-        ms=round((time.perf_counter() - started) * 1000, 1),
-    )  # fmt: skip
     return opened, config
+
+
+@contextlib.contextmanager
+def _resuming(folder: Path, sandbox_id: str) -> Iterator[None]:
+    """One resume at a time per snapshot: an flock on <folder>/.resuming (released by the
+    kernel if this process dies, so a crash never blocks the next resume)."""
+    try:
+        fd = os.open(folder / ".resuming", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except FileNotFoundError:  # another program resumed it (and removed the snapshot)
+        raise SandboxStartError(f"sandbox {sandbox_id} was resumed by another program") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SandboxStartError(
+                f"sandbox {sandbox_id} is being resumed by another program"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
 
 
 def suspended_record(folder: Path, manifest: Manifest) -> SuspendedSandbox:
