@@ -128,3 +128,15 @@ async def test_two_resumes_at_once_start_the_sandbox_once(tmp_path: Path) -> Non
     finally:
         for each in opened:
             await each.close()
+
+
+async def test_a_store_that_cannot_be_written_fails_suspend_and_the_sandbox_runs_on(
+    tmp_path: Path,
+) -> None:
+    async with Sandbox.local(config_for("none", tmp_path)) as sandbox:
+        await sandbox.bash("echo still > here.txt")
+        await asyncio.to_thread((tmp_path / "suspended").write_text, "a file, not a folder")
+        with pytest.raises(SuspendError, match="could not write the snapshot") as raised:
+            await sandbox.suspend()
+        assert "keeps running" in str(raised.value)
+        assert (await sandbox.bash("cat here.txt")).stdout.strip() == "still"
