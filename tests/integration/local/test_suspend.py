@@ -31,6 +31,7 @@ WRITE = (
 READ = (
     'cat a.txt ../../input/in.txt ../../output/out.txt "$HOME/.dotfile"'
     ' "${TMPDIR:-/tmp}/scratch.txt"; pwd; echo "[$GREETING]"; echo "lang=${LANG-unset}"'
+    '; stat -c %a "${TMPDIR:-/tmp}"'
 )
 
 
@@ -57,7 +58,7 @@ async def test_files_cwd_and_env_survive_a_round_trip(mechanism: str, tmp_path: 
         result = await resumed.bash(READ)
         lines = result.stdout.splitlines()
         assert lines[:5] == ["tree", "in", "out", "home", "tmp"], result.stdout + result.stderr
-        assert lines[5:] == [workdir, "[hello  world]", "lang=unset"]
+        assert lines[5:] == [workdir, "[hello  world]", "lang=unset", "1777"]  # /tmp's mode too
         other = await resumed.bash('pwd; echo "$OTHER"', session="other")
         assert other.stdout.split() == ["/", "2"]
         assert "sleep 600" not in (await resumed.bash("ps -eo args")).stdout
