@@ -44,6 +44,7 @@ _LAZY = {
     "UploadResult": "sandfleet.clients.runtime.results",
     "ResetResult": "sandfleet.clients.runtime.rollouts",
     "TreeSnapshot": "sandfleet.sandbox.tree_snapshot",
+    "SuspendedSandbox": "sandfleet.sandbox.suspension",
     "CopyLimits": "sandfleet.sandbox.copy_back",
     "CopyReport": "sandfleet.sandbox.copy_back",
     "GatewaySandboxInfo": "sandfleet.clients.gateway.client",
@@ -54,6 +55,10 @@ _LAZY = {
     "SandfleetError": "sandfleet.errors",
     "SandboxLostError": "sandfleet.errors",
     "SandboxStartError": "sandfleet.errors",
+    "SuspendError": "sandfleet.errors",
+    "SandboxNotFoundError": "sandfleet.errors",
+    "SnapshotTooLargeError": "sandfleet.errors",
+    "SnapshotCorruptError": "sandfleet.errors",
     "ToolError": "sandfleet.errors",
     "ModelError": "sandfleet.errors",
     "GatewayError": "sandfleet.errors",
@@ -99,12 +104,17 @@ __all__ = [
     "SandboxBackend",
     "SandboxCore",
     "SandboxLostError",
+    "SandboxNotFoundError",
     "SandboxPaths",
     "SandboxStartError",
     "SandboxStats",
     "SandfleetError",
     "SessionFailedError",
     "SessionState",
+    "SnapshotCorruptError",
+    "SnapshotTooLargeError",
+    "SuspendError",
+    "SuspendedSandbox",
     "SyncSandbox",
     "ToolCallError",
     "ToolError",
@@ -138,8 +148,12 @@ if TYPE_CHECKING:
         ModelError,
         QuotaExceededError,
         SandboxLostError,
+        SandboxNotFoundError,
         SandboxStartError,
         SandfleetError,
+        SnapshotCorruptError,
+        SnapshotTooLargeError,
+        SuspendError,
         ToolError,
     )
     from sandfleet.fleet.manifests import ManifestError
@@ -149,6 +163,7 @@ if TYPE_CHECKING:
     from sandfleet.sandbox.core import SandboxCore
     from sandfleet.sandbox.facade import ClusterSandbox, Sandbox
     from sandfleet.sandbox.opening import ClusterOptions, Opening
+    from sandfleet.sandbox.suspension import SuspendedSandbox
     from sandfleet.sandbox.sync import SyncSandbox
     from sandfleet.sandbox.tree_snapshot import TreeSnapshot
     from sandfleet.tool_calls import ToolCallError

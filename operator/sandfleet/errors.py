@@ -93,3 +93,22 @@ def __getattr__(name: str) -> type[SandfleetError]:
         found: type[SandfleetError] = globals()[new]
         return found
     raise AttributeError(f"module 'sandfleet.errors' has no attribute {name!r}")
+
+
+class SuspendError(SandfleetError):
+    """A sandbox could not be suspended (too large, unsupported by its backend, the store
+    failed); the sandbox is left as it was, running."""
+
+
+class SnapshotTooLargeError(SuspendError):
+    """The sandbox's files exceed the suspend size limit; the message names the limit and
+    the biggest paths."""
+
+
+class SnapshotCorruptError(SandfleetError):
+    """A suspended sandbox's snapshot is missing, unreadable or fails its checksum; resume
+    changes nothing, and what is left stays on disk for inspection (the message names it)."""
+
+
+class SandboxNotFoundError(SandfleetError):
+    """No local sandbox, running or suspended, has this id in the state dir."""

@@ -38,6 +38,7 @@ Run LLM agents inside lightweight local sandboxes.
   sandfleet doctor                  # is the endpoint reachable, can sandboxes start?
   sandfleet config                  # the effective settings and where each came from
   sandfleet runs                    # local runs, newest first; `sandfleet show RUN --full`
+  sandfleet sandboxes               # local sandboxes, running and suspended; suspend, rm
   sandfleet mcp                     # sandboxes as MCP tools for any agent framework
   sandfleet serve --config serve.toml   # the OpenAI API, answered from sandboxes
 """
@@ -151,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
         replay,
         run,
         runs,
+        sandboxes,
         serve_command,
         settings_command,
         trajectory,
@@ -237,6 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.register(commands, parents=[common, _listing_only(_agent_options(), DOCTOR_FLAGS)])
     settings_command.register(commands, parents=[common, _listing_only(_agent_options(), set())])
     runs.register(commands, parents=[common])
+    sandboxes.register(commands, parents=[common])
     mcp_command.register(commands, parents=[common, _sandbox_options()])
     serve_command.register(commands, parents=[])
     return parser

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from sandfleet.clients.runtime.client import RuntimeClient
+    from sandfleet.sandbox.suspension import Suspender
 
 DetailsT_co = TypeVar("DetailsT_co", covariant=True)
 
@@ -52,6 +53,9 @@ class OpenedSandbox(Generic[DetailsT_co]):
     """Closes the client and gives the sandbox back (stops the process, deletes the session)."""
     details: DetailsT_co
     """What only this backend knows (a local runtime process, a cluster session's state)."""
+    suspend: Suspender | None = None
+    """Saves the sandbox (files, bash sessions' cwd and environment) and stops it; None
+    where the backend cannot suspend (today only the local one can)."""
 
 
 class SandboxBackend(Protocol[DetailsT_co]):

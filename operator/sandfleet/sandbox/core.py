@@ -16,10 +16,11 @@ from sandfleet.clients.runtime.client import (
     SandboxStats,
     UploadResult,
 )
-from sandfleet.errors import SandfleetError
+from sandfleet.errors import SandfleetError, SuspendError
 from sandfleet.logs import get_logger
 from sandfleet.sandbox.backend import SandboxPaths
 from sandfleet.sandbox.copy_back import CopyLimits, CopyReport, copy_tree
+from sandfleet.sandbox.suspension import SuspendedSandbox, Suspender
 from sandfleet.sandbox.tree_snapshot import TreeSnapshot
 from sandfleet.tool_calls import (
     SUBMITTED_OBSERVATION,
@@ -56,6 +57,7 @@ class SandboxCore:
         max_output_chars: int = 0,
         on_close: Callable[[], Awaitable[None]] | None = None,
         opener: SandboxOpener | None = None,
+        suspender: Suspender | None = None,
     ) -> None:
         self.client = client
         self.paths = paths or SandboxPaths()
@@ -64,6 +66,9 @@ class SandboxCore:
         self.max_output_chars = max_output_chars
         self._on_close = on_close
         self._opener = opener
+        self._suspender = suspender
+        self._sessions = {"default"}
+        """The bash sessions used, whose cwd and environment a suspend saves."""
         self._closed = False
 
     async def __aenter__(self) -> Self:
@@ -111,6 +116,7 @@ class SandboxCore:
     async def bash(
         self, command: str, *, session: str = "default", timeout_s: float | None = None
     ) -> CommandResult:
+        self._sessions.add(session)
         return await self.client.run_command(
             command,
             session=session,
@@ -151,6 +157,26 @@ class SandboxCore:
 
     async def stats(self) -> SandboxStats:
         return await self.client.stats()
+
+    async def suspend(self) -> SuspendedSandbox:
+        """Save this sandbox to disk and stop it; `Sandbox.resume(record.id)` brings it back.
+
+        Saved: the working tree (input and output included), HOME, /tmp and /var/tmp, and
+        each bash session's working directory and exported environment. Not kept: running
+        processes (foreground commands are interrupted; everything ends when the sandbox
+        stops, after the snapshot is written and verified). SnapshotTooLargeError (naming the
+        limit and the biggest paths) or SuspendError leave the sandbox running. After a
+        suspend this object is closed. Local sandboxes only, today (docs/suspend.md)."""
+        if self._closed:
+            raise SuspendError("the sandbox is closed: there is nothing to suspend")
+        if self._suspender is None:
+            raise SuspendError(
+                "this sandbox cannot be suspended: only local sandboxes (Sandbox.local, "
+                "Sandbox.resume) can, today; a cluster's suspend is planned (docs/suspend.md)"
+            )
+        record = await self._suspender(sorted(self._sessions))
+        self._closed = True  # the backend stopped the sandbox and closed its client
+        return record
 
     # --- rollouts (RL): reset, snapshot, restore, fork --------------------------------------
     async def reset(self) -> ResetResult:

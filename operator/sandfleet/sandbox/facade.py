@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from sandfleet.clients.runtime.client import RuntimeClient
@@ -54,6 +55,7 @@ class Sandbox(SandboxCore):
             tool_timeout_s=tool_timeout_s,
             max_output_chars=max_output_chars,
             opener=opener,
+            suspender=opened.suspend,
         )
 
     @classmethod
@@ -96,16 +98,22 @@ class Sandbox(SandboxCore):
         opened = await backend.open()
 
         async def open_more(count: int) -> list[Self]:
-            results = await asyncio.gather(
-                *(cls._open(backend, tool_timeout_s, max_output_chars) for _ in range(count)),
-                return_exceptions=True,
-            )
-            return await _all_or_none(results)
+            return await cls._open_many(backend, count, tool_timeout_s, max_output_chars)
 
         return cls.from_opened(
             opened, tool_timeout_s=tool_timeout_s, max_output_chars=max_output_chars,
             opener=open_more,
         )  # fmt: skip
+
+    @classmethod
+    async def _open_many(
+        cls, backend: SandboxBackend[Any], count: int, tool_timeout_s: float, max_output_chars: int
+    ) -> list[Self]:
+        results = await asyncio.gather(
+            *(cls._open(backend, tool_timeout_s, max_output_chars) for _ in range(count)),
+            return_exceptions=True,
+        )
+        return await _all_or_none(results)
 
     @classmethod
     def local(
@@ -121,6 +129,39 @@ class Sandbox(SandboxCore):
 
         backend = LocalBackend(config or LocalSandboxConfig())
         return cls.open(backend, tool_timeout_s=tool_timeout_s, max_output_chars=max_output_chars)
+
+    @classmethod
+    def resume(
+        cls,
+        sandbox_id: str,
+        *,
+        state_dir: Path | None = None,
+        config: LocalSandboxConfig | None = None,
+        tool_timeout_s: float = 0,
+        max_output_chars: int = 0,
+    ) -> Opening[Self]:
+        """A suspended local sandbox back, with the same id: its files, and its bash
+        sessions' working directories and exported environments (not its processes).
+
+        `state_dir`: where it was suspended (default: the local backend's); `config`: start
+        it with this LocalSandboxConfig instead of the one it had. The snapshot is removed
+        once the sandbox runs again. SnapshotCorruptError (naming the file) when the
+        snapshot is missing or damaged; nothing is removed then (docs/suspend.md)."""
+        from sandfleet.backends.local import LocalBackend, resume_local
+
+        async def resume() -> Self:
+            opened, resumed_with = await resume_local(sandbox_id, state_dir, config)
+            backend = LocalBackend(resumed_with)  # its forks are opened like it
+
+            async def open_more(count: int) -> list[Self]:
+                return await cls._open_many(backend, count, tool_timeout_s, max_output_chars)
+
+            return cls.from_opened(
+                opened, tool_timeout_s=tool_timeout_s, max_output_chars=max_output_chars,
+                opener=open_more,
+            )  # fmt: skip
+
+        return Opening(resume, _close_one)
 
     @classmethod
     def on_cluster(

@@ -29,11 +29,13 @@ from sandfleet.clients.runtime.client import (
     SandboxStats,
     UploadResult,
 )
+from sandfleet.errors import SuspendError
 from sandfleet.sandbox.backend import SandboxBackend, SandboxPaths
 from sandfleet.sandbox.copy_back import CopyLimits, CopyReport
 from sandfleet.sandbox.core import SandboxCore
 from sandfleet.sandbox.facade import Sandbox
 from sandfleet.sandbox.opening import ClusterOptions, Opening
+from sandfleet.sandbox.suspension import SuspendedSandbox
 from sandfleet.sandbox.tree_snapshot import TreeSnapshot
 from sandfleet.tool_calls import EditorRequest
 
@@ -215,6 +217,24 @@ class SyncSandbox:
         )  # fmt: skip
 
     @classmethod
+    def resume(
+        cls,
+        sandbox_id: str,
+        *,
+        state_dir: Path | None = None,
+        config: LocalSandboxConfig | None = None,
+        tool_timeout_s: float = 0,
+        max_output_chars: int = 0,
+    ) -> Self:
+        """A suspended local sandbox back, files and sessions restored (Sandbox.resume)."""
+        return cls._opened(
+            Sandbox.resume(
+                sandbox_id, state_dir=state_dir, config=config, tool_timeout_s=tool_timeout_s,
+                max_output_chars=max_output_chars,
+            )
+        )  # fmt: skip
+
+    @classmethod
     def _opened(cls, opening: Opening[Any]) -> Self:
         portal = EventLoopThread()
         try:
@@ -246,6 +266,17 @@ class SyncSandbox:
             self._portal.call(self.sandbox.close)
         finally:
             self._portal.leave()
+
+    def suspend(self) -> SuspendedSandbox:
+        """Save the sandbox to disk and stop it (Sandbox.suspend); this object is closed
+        after a suspend, and left open when suspend fails."""
+        with self._close_lock:
+            if self._closed:
+                raise SuspendError("the sandbox is closed: there is nothing to suspend")
+            record = self._portal.call(self.sandbox.suspend)
+            self._closed = True
+        self._portal.leave()
+        return record
 
     # --- the sandbox ------------------------------------------------------------------------
     def call_tool(self, name: str, arguments: str | Mapping[str, Any]) -> str:

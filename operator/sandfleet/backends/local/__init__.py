@@ -5,11 +5,13 @@ from sandfleet.backends.local.backend import LocalBackend
 from sandfleet.backends.local.config import LocalSandboxConfig
 from sandfleet.backends.local.launcher import LocalRuntime, launch_local_runtime
 from sandfleet.backends.local.registry import sweep_orphans
+from sandfleet.backends.local.suspend import resume_local
 
 __all__ = [
     "LocalBackend",
     "LocalRuntime",
     "LocalSandboxConfig",
     "launch_local_runtime",
+    "resume_local",
     "sweep_orphans",
 ]

@@ -6,6 +6,7 @@ import dataclasses
 
 from sandfleet.backends.local.config import LocalSandboxConfig
 from sandfleet.backends.local.launcher import LocalRuntime, launch_local_runtime
+from sandfleet.backends.local.suspend import opened_local
 from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.sandbox.backend import OpenedSandbox
 
@@ -28,11 +29,4 @@ class LocalBackend:
         except BaseException:
             await runtime.close()
             raise
-
-        async def close() -> None:
-            try:
-                await client.close()
-            finally:
-                await runtime.close()
-
-        return OpenedSandbox(client=client, paths=runtime.paths, close=close, details=runtime)
+        return opened_local(runtime, client, self.config)

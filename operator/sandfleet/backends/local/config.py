@@ -64,6 +64,9 @@ class LocalSandboxConfig:
     hidden_paths: tuple[Path, ...] = ()
     """Host paths no namespaced sandbox may see even below a read-only bind or a system dir
     (the CLI hides its results dir here, `sandfleet eval` the benchmark folder)."""
+    max_suspend_bytes: int | None = GIB
+    """Largest snapshot `Sandbox.suspend()` writes (the files it saves, before tar's
+    overhead); over it, suspend refuses with SnapshotTooLargeError. None: no limit."""
     log_level: str = "INFO"
     """The runtime agent's log level; its log is <state_dir>/<id>/agent.log."""
 

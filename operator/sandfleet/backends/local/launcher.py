@@ -165,9 +165,12 @@ class LocalRuntime:
         return self._leader if self._process.returncode is None else None
 
 
-async def launch_local_runtime(config: LocalSandboxConfig) -> LocalRuntime:
+async def launch_local_runtime(
+    config: LocalSandboxConfig, *, sandbox_id: str | None = None
+) -> LocalRuntime:
     """Start a runtime agent in a fresh private directory and wait until it serves.
 
+    `sandbox_id`: the id to use (a resumed sandbox keeps its own); None: a new one.
     Raises SandboxStartError (with the tail of the agent's log) if it does not report ready
     within config.start_timeout_s, or (one line naming the opt-out) if this machine cannot
     give namespaces and config.isolation is not "none".
@@ -184,7 +187,7 @@ async def launch_local_runtime(config: LocalSandboxConfig) -> LocalRuntime:
         _warn_degraded(state_dir, config)
 
     registry = Registry(state_dir)
-    sandbox_id = f"sbx-{secrets.token_hex(6)}"
+    sandbox_id = sandbox_id or f"sbx-{secrets.token_hex(6)}"
     plan = await asyncio.to_thread(prepare_sandbox, registry, sandbox_id, config, choice)
     runtime, ready, spawn = await _start(plan, registry, config, choice)
     try:

@@ -1,0 +1,100 @@
+"""Bash sessions' working directory and exported environment: read before a suspend,
+re-established in the fresh sessions after a resume.
+
+Shell variables that are not exported, functions, aliases, jobs and history are not kept:
+they live in the bash process, which a suspend ends.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sandfleet.clients.runtime.client import RuntimeClient
+from sandfleet.errors import SandfleetError, SuspendError
+from sandfleet.logs import get_logger
+
+log = get_logger(__name__)
+
+# NUL-separated so any value survives; base64 so the output is plain text.
+_READ = "{ printf '%s\\0' \"$PWD\"; env -0; } | base64 -w0"
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+VOLATILE = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
+"""Set by bash itself: never restored."""
+_OWN_PREFIX = "SANDFLEET_"
+"""Set by the launcher for this sandbox (its id, ...): the new sandbox's values win."""
+_TIMEOUT_S = 30.0
+
+
+async def capture(client: RuntimeClient, sessions: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each session's {"cwd", "env"}, after interrupting its foreground command."""
+    states: dict[str, dict[str, Any]] = {}
+    for session in sessions:
+        try:
+            await client.interrupt(session)
+            states[session] = await _read(client, session)
+        except SandfleetError as exc:
+            raise SuspendError(
+                f"could not read bash session {session!r}'s working directory and "
+                f"environment: {exc}; the sandbox keeps running"
+            ) from exc
+    return states
+
+
+async def reestablish(
+    client: RuntimeClient, states: Mapping[str, Mapping[str, Any]], moved: tuple[str, str]
+) -> None:
+    """Bring each saved session's environment and working directory back in a fresh
+    session; `moved` = (old prefix, new prefix) of host paths (isolation "none")."""
+    old, new = moved
+    for session, saved in states.items():
+        fresh = await _read(client, session)
+        env = {k: _move(str(v), old, new) for k, v in dict(saved["env"]).items()}
+        script = _script(env, fresh["env"], _move(str(saved["cwd"]), old, new))
+        if script:
+            result = await client.run_command(script, session=session, timeout_s=_TIMEOUT_S)
+            if result.exit_code not in (0, None):
+                log.warning(
+                    "shell_state_partly_restored", session=session, output=result.stdout[-500:]
+                )
+
+
+def _script(saved: Mapping[str, str], fresh: Mapping[str, str], cwd: str) -> str:
+    lines = [
+        f"export {name}={shlex.quote(value)}"
+        for name, value in sorted(saved.items())
+        if _restorable(name) and fresh.get(name) != value
+    ]
+    lines += [f"unset {name}" for name in sorted(fresh) if _restorable(name) and name not in saved]
+    lines.append(f"cd -- {shlex.quote(cwd)}")
+    return "\n".join(lines)
+
+
+def _restorable(name: str) -> bool:
+    return (
+        _NAME.fullmatch(name) is not None
+        and name not in VOLATILE
+        and not name.startswith(_OWN_PREFIX)
+    )
+
+
+async def _read(client: RuntimeClient, session: str) -> dict[str, Any]:
+    result = await client.run_command(_READ, session=session, timeout_s=_TIMEOUT_S)
+    if result.exit_code != 0 or result.truncated:
+        why = "its output was cut" if result.truncated else result.stderr[-300:]
+        raise SuspendError(f"reading the session state failed: {why}")
+    try:
+        text = base64.b64decode(result.stdout.strip(), validate=True).decode(errors="replace")
+    except binascii.Error as exc:
+        raise SuspendError(f"reading the session state failed: {exc}") from None
+    fields = text.split("\0")
+    env = dict(item.split("=", 1) for item in fields[1:] if "=" in item)
+    return {"cwd": fields[0], "env": env}
+
+
+def _move(value: str, old: str, new: str) -> str:
+    return new + value[len(old) :] if old and old != new and value.startswith(old) else value
