@@ -169,7 +169,7 @@ async def test_the_api_server_fills_in_the_defaults(
     assert "lifecycle" not in spec  # unset lifecycle values fall back to the template's
     pool = {"apiVersion": api.API_VERSION, "kind": api.POOL_KIND, "metadata": {"name": "p"}}
     stored_pool = await kube.checked("POST", collection(namespace, api.POOL_KIND), pool)
-    assert stored_pool["spec"] == {"replicas": 1}
+    assert stored_pool["spec"] == {"replicas": 1, "recycle": False, "maxUses": 20}
     template = {**pool, "kind": api.TEMPLATE_KIND, "spec": {}}
     stored = await kube.checked("POST", collection(namespace, api.TEMPLATE_KIND), template)
     assert stored["spec"] == {

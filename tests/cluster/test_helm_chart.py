@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from sandfleet import Sandbox
+from sandfleet.cli.exit_codes import ExitCode
 from sandfleet.errors import SandboxLostError
 from tests.cluster.harness.chart_install import (
     BRIDGE_HOST,
@@ -488,12 +489,12 @@ async def test_attack_a_sandbox_with_egress_all_cannot_reach_the_operators_port(
         returncode, _, stderr = await trajectory_cli(
             installation, cluster_under_test, "no-such-session", token
         )
-        assert returncode == 1, stderr
+        assert returncode == ExitCode.FETCH_FAILED, stderr
         assert "answered 404: no trajectory stored for session" in stderr, stderr
     returncode, _, stderr = await trajectory_cli(
         installation, cluster_under_test, "no-such-session", "not-a-token"
     )
-    assert returncode == 1 and "answered 401" in stderr, stderr
+    assert returncode == ExitCode.FETCH_FAILED and "answered 401" in stderr, stderr
     await kube.request("DELETE", f"{SESSIONS.format(ns=b)}/egress-all")
 
 

@@ -60,7 +60,7 @@ class StandInClaimer:
                     pod=pod,
                     address=address,
                     warm=True,
-                    working_dir=self.workdir,
+                    workdir=self.workdir,
                 )
             )
         for sandbox in claimed:

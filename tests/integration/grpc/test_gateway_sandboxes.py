@@ -154,9 +154,9 @@ async def test_sync_sandboxes_through_the_gateway(gateway: ClientGateway, tmp_pa
             seen = sandbox.call_tool("execute_bash", {"command": "echo sync"})
             sandbox.upload(b"data", f"{gateway.workdir}/file.bin")
             sandbox.download(f"{gateway.workdir}/file.bin", tmp_path / "back.bin")
-            ran = sandbox.run("cat file.bin").stdout
-            sandbox.upload(b"data", f"{gateway.working_dir}/file.bin")
-            sandbox.download(f"{gateway.working_dir}/file.bin", tmp_path / "back.bin")
+            ran = sandbox.bash("cat file.bin").stdout
+            sandbox.upload(b"data", f"{gateway.workdir}/file.bin")
+            sandbox.download(f"{gateway.workdir}/file.bin", tmp_path / "back.bin")
             ran = sandbox.bash("cat file.bin").stdout
         many = SyncSandbox.on_cluster_many(2, "team-a", **options)
         names = [s.sandbox.name for s in many]  # type: ignore[attr-defined]

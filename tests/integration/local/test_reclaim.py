@@ -48,8 +48,9 @@ def processes_of(runtime: LocalRuntime) -> Scan:
     return scan
 
 
-async def until_none_left(scan: Scan, deadline_s: float = 10.0) -> set[int]:
-    """Killed processes leave /proc a moment later; poll (with a deadline) until they have."""
+async def until_none_left(scan: Scan, deadline_s: float = 30.0) -> set[int]:
+    """Killed processes leave /proc a moment later (seconds for 64 of them at load 100);
+    poll, with a deadline, until they have."""
     give_up = time.monotonic() + deadline_s
     for _ in range(1000):
         left = await scan()
