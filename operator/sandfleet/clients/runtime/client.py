@@ -125,13 +125,7 @@ class RuntimeClient:
                 timeout_seconds=timeout_s,
                 max_output_chars=max_output_chars,
             )
-        deadline = (timeout_s or 3600.0) + DEADLINE_MARGIN_S
-        resp = await self._connection.rpc(
-            lambda: self._connection.bash.RunCommand(
-                request, metadata=self._connection.metadata, timeout=deadline
-            )
-        )
-        return command_result(resp)
+        return await self._connection.run_command(request)
 
     async def stream_command(
         self, command: str, *, session: str = "default", timeout_s: float = 0

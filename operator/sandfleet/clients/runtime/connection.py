@@ -11,7 +11,9 @@ import grpc
 
 from sandfleet.api import CALLER_AUTHORIZATION, GATEWAY_SESSION_METADATA
 from sandfleet.clients.grpc_channel import CallerToken, Tls, open_channel, retry_service_config
-from sandfleet.clients.runtime.calls import translate
+from sandfleet.clients.runtime.calls import DEADLINE_MARGIN_S, command_result, translate
+from sandfleet.clients.runtime.results import CommandResult
+from sandfleet_proto.runtime.v1 import bash_service_pb2 as bash_pb
 from sandfleet_proto.runtime.v1 import bash_service_pb2_grpc as bash_grpc
 from sandfleet_proto.runtime.v1 import editor_service_pb2_grpc as editor_grpc
 from sandfleet_proto.runtime.v1 import file_service_pb2_grpc as file_grpc
@@ -100,3 +102,12 @@ class RuntimeConnection:
             return await call()
         except grpc.aio.AioRpcError as exc:
             raise translate(exc) from exc
+
+    async def run_command(self, request: bash_pb.RunCommandRequest) -> CommandResult:
+        """One RunCommand call, with a deadline past the command's own timeout (an hour
+        when it has none) so the runtime's answer, not ours, says when it timed out."""
+        deadline = (request.timeout_seconds or 3600.0) + DEADLINE_MARGIN_S
+        response = await self.rpc(
+            lambda: self.bash.RunCommand(request, metadata=self.metadata, timeout=deadline)
+        )
+        return command_result(response)

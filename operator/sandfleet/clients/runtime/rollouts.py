@@ -164,13 +164,7 @@ class RolloutCalls:
                 max_output_chars=max_output_chars,
                 command_id=command_id,
             )
-        deadline = (timeout_s or 3600.0) + DEADLINE_MARGIN_S
-        resp = await self._connection.rpc(
-            lambda: self._connection.bash.RunCommand(
-                request, metadata=self._connection.metadata, timeout=deadline
-            )
-        )
-        return command_result(resp)
+        return await self._connection.run_command(request)
 
     async def attach_command(self, command_id: str, *, timeout_s: float = 3600.0) -> CommandResult:
         """Wait for the command started by `run_detached(command_id=...)` and return its
