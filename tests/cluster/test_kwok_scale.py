@@ -55,6 +55,26 @@ def replica_set(replicas: int) -> JsonObject:
     }
 
 
+async def scale_diagnosis(kube: KubeApi, namespace: str, nodes: list[str]) -> str:
+    """Why the pods are not all ready: counts by node and readiness, and the fake nodes' state."""
+    pods = await kube.checked(
+        "GET", f"/api/v1/namespaces/{namespace}/pods?labelSelector=app=kwok-scale"
+    )
+    counts: dict[tuple[str, bool], int] = {}
+    for pod in pods["items"]:
+        place = (pod["spec"].get("nodeName") or "(unscheduled)", condition_is_true(pod, "Ready"))
+        counts[place] = counts.get(place, 0) + 1
+    node_states = []
+    for name in nodes:
+        node = (await kube.request("GET", f"/api/v1/nodes/{name}")).body
+        taints = [t["key"] for t in (node.get("spec") or {}).get("taints") or []]
+        node_states.append(f"{name}: ready={condition_is_true(node, 'Ready')} taints={taints}")
+    by_place = ", ".join(
+        f"{node} ready={ready}: {n}" for (node, ready), n in sorted(counts.items())
+    )
+    return f"not all {SCALE_PODS} pods became ready; pods: {by_place}; nodes: {node_states}"
+
+
 def schedulable(response_body: JsonObject) -> bool:
     taints = {t["key"] for t in (response_body.get("spec") or {}).get("taints") or []}
     return condition_is_true(response_body, "Ready") and taints == {KWOK_NODE_ANNOTATION}
@@ -82,12 +102,15 @@ async def test_two_thousand_pods_become_ready_on_kwok_fake_nodes(
         rs_path = f"/apis/apps/v1/namespaces/{namespace}/replicasets"
         await kube.checked("POST", rs_path, replica_set(SCALE_PODS))
 
-        await kube.wait_for(
-            f"{rs_path}/scale",
-            lambda r: (r.body.get("status") or {}).get("readyReplicas") == SCALE_PODS,
-            timeout_s=900,
-            interval_s=2,
-        )
+        try:
+            await kube.wait_for(
+                f"{rs_path}/scale",
+                lambda r: (r.body.get("status") or {}).get("readyReplicas") == SCALE_PODS,
+                timeout_s=900,
+                interval_s=2,
+            )
+        except TimeoutError as timeout:
+            raise AssertionError(await scale_diagnosis(kube, namespace, names)) from timeout
         seconds = time.monotonic() - started
         record(
             "kwok-scale",
@@ -101,6 +124,14 @@ async def test_two_thousand_pods_become_ready_on_kwok_fake_nodes(
             "GET", f"/api/v1/namespaces/{namespace}/pods?labelSelector=app=kwok-scale"
         )
         assert {p["spec"]["nodeName"] for p in pods["items"]} == set(names)
+        # kwok heartbeats each fake node through its Lease, as a kubelet does; without it
+        # the node lifecycle controller marks the nodes unreachable and their pods NotReady.
+        for name in names:
+            lease = await kube.checked(
+                "GET", f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}"
+            )
+            assert lease["spec"]["leaseDurationSeconds"] == 40
+            assert lease["spec"]["renewTime"]
 
         await kube.checked("DELETE", f"{rs_path}/scale")
         await kube.wait_for(

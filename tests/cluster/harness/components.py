@@ -213,5 +213,9 @@ def kwok(layout: Layout, kubeconfig: Path) -> Component:
             f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
             f"--cidr={KWOK_POD_SUBNET}",
             "--node-ip=10.127.0.1",
+            # Renew each fake node's Lease as a kubelet does: without a heartbeat the node
+            # lifecycle controller marks a fake node unreachable after its grace period and
+            # every pod on it NotReady (seen under load, when 2,000 pods took longer than that).
+            "--node-lease-duration-seconds=40",
         ],
     )
