@@ -1,6 +1,8 @@
-"""The README's `pytest -n 2` keeps the cluster's tests in one worker and the rest in the
-other (tests/conftest.py): two workers each starting the one test cluster would collide.
-Checked on a throwaway tree with the project's conftest, in a real `pytest -n 2` run."""
+"""The README's `pytest -n 2` keeps the cluster's tests (and the unit tests that start no
+sandbox) in one worker and the rest in the other (tests/conftest.py): two workers each
+starting the one test cluster would collide, and the host tests that count their leftovers
+must not see another worker's sandboxes. Checked on a throwaway tree with the project's
+conftest, in a real `pytest -n 2` run."""
 
 from __future__ import annotations
 
@@ -25,9 +27,15 @@ def test_records_its_worker(i):
 
 def test_the_cluster_lane_and_the_host_lane_each_run_in_one_worker(tmp_path: Path) -> None:
     tree, out = tmp_path / "tree", tmp_path / "workers.txt"
-    for lane, folder in (("cluster", "tests/cluster"), ("host", "tests/unit")):
+    lanes = (
+        ("cluster", "tests/cluster"),
+        ("cluster", "tests/unit/sandbox"),
+        ("host", "tests/integration"),
+        ("host", "tests/unit/packaging"),
+    )
+    for lane, folder in lanes:
         (tree / folder).mkdir(parents=True)
-        (tree / folder / f"test_{lane}.py").write_text(
+        (tree / folder / f"test_{folder.replace('/', '_')}.py").write_text(
             _RECORDING_TEST.format(out=str(out), lane=lane)
         )
     shutil.copy(TESTS / "conftest.py", tree / "tests" / "conftest.py")
