@@ -36,6 +36,10 @@ class VolumeSnapshotStore:
     def __init__(self, root: Path) -> None:
         self._root = root
 
+    @property
+    def root(self) -> Path:
+        return self._root
+
     def _archive(self, key: SnapshotKey) -> Path:
         return self._root / key.relative_path
 
@@ -123,6 +127,14 @@ class VolumeSnapshotStore:
 
     def _list_namespace(self, namespace: str) -> list[StoredSnapshot]:
         folder = self._root / SnapshotKey(namespace, "x", "0").namespace
+        try:
+            self._root.stat()  # a root not made yet holds nothing; one unreachable is down
+        except FileNotFoundError:
+            return []
+        except OSError as error:
+            raise SnapshotStoreUnavailableError(
+                f"cannot list the snapshots under {self._root}: {error}"
+            ) from error
         stored: list[StoredSnapshot] = []
         for meta in sorted(folder.glob("*/*.json")) if folder.is_dir() else []:
             try:
@@ -169,5 +181,7 @@ def _read_meta(path: Path, key: SnapshotKey) -> StoredSnapshot | None:
         )
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError) as error:
+    except OSError as error:
+        raise SnapshotStoreUnavailableError(f"cannot read {path}: {error}") from error
+    except (ValueError, KeyError, TypeError) as error:
         raise SnapshotCorruptError(f"the snapshot record {path} is unreadable: {error}") from error
