@@ -17,6 +17,7 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import re
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable
 from datetime import timedelta
@@ -161,30 +162,64 @@ class S3SnapshotStore:
     async def put(
         self, key: SnapshotKey, chunks: AsyncIterable[bytes], *, limit_bytes: int
     ) -> StoredSnapshot:
-        archive = self._archive(key)
-        await self._call("replace", key, obstore.delete_async(self._store, self._record(key)))
+        record_name = self._record(key)
+        await self._call(
+            "replace", key, obstore.delete_async(self._store, record_name), record_name
+        )
+        size, sha256 = await self._upload(key, chunks, limit_bytes)
+        stored = StoredSnapshot(key, size, sha256, time.time())
+        await self._verify(stored)
+        record = {"size_bytes": size, "sha256": sha256, "stored_at": stored.stored_at}
+        await self._call(
+            "write",
+            key,
+            obstore.put_async(
+                self._store,
+                record_name,
+                json.dumps(record).encode(),
+                attributes={"Content-Type": "application/json"},
+                use_multipart=False,
+            ),
+            record_name,
+        )
+        log.info(
+            "snapshot.stored",
+            store=self._location.where,
+            object=self._archive(key),
+            size_bytes=size,
+            sha256=sha256,
+        )
+        return stored
+
+    async def _upload(
+        self, key: SnapshotKey, chunks: AsyncIterable[bytes], limit_bytes: int
+    ) -> tuple[int, str]:
+        """Stream the archive up (multipart, PART_BYTES a part); its size and sha256. On any
+        failure what was uploaded is removed and the cause raised: the limit, the store, or
+        the source's own error."""
         digest = hashlib.sha256()
         size = 0
-        refused: list[SnapshotTooLargeError] = []
+        stopped: list[Exception] = []  # what stopped the stream: the limit, or the source
 
         async def counted() -> AsyncIterator[bytes]:
             nonlocal size
-            async for chunk in chunks:
-                size += len(chunk)
-                if size > limit_bytes:
-                    refused.append(
-                        SnapshotTooLargeError(
+            try:
+                async for chunk in chunks:
+                    size += len(chunk)
+                    if size > limit_bytes:
+                        raise SnapshotTooLargeError(
                             f"the snapshot exceeds the limit of {limit_bytes} bytes"
                         )
-                    )
-                    raise refused[0]
-                digest.update(chunk)
-                yield chunk
+                    digest.update(chunk)
+                    yield chunk
+            except Exception as error:
+                stopped.append(error)
+                raise
 
         try:
             await obstore.put_async(
                 self._store,
-                archive,
+                self._archive(key),
                 counted(),
                 attributes={"Content-Type": "application/x-tar"},
                 use_multipart=True,
@@ -193,39 +228,12 @@ class S3SnapshotStore:
             )
         except Exception as error:
             await self._discard(key)
-            if refused:
-                raise refused[0] from None
+            if stopped:  # obstore may wrap what the stream raised: that is the cause
+                raise stopped[0] from None
             if isinstance(error, BaseError):
                 self._unavailable("write", key, error)
             raise
-        stored = StoredSnapshot(key, size, digest.hexdigest(), time.time())
-        await self._verify(stored)
-        record = json.dumps(
-            {
-                "size_bytes": stored.size_bytes,
-                "sha256": stored.sha256,
-                "stored_at": stored.stored_at,
-            }
-        ).encode()
-        await self._call(
-            "write",
-            key,
-            obstore.put_async(
-                self._store,
-                self._record(key),
-                record,
-                attributes={"Content-Type": "application/json"},
-                use_multipart=False,
-            ),
-        )
-        log.info(
-            "snapshot.stored",
-            store=self._location.where,
-            object=archive,
-            size_bytes=size,
-            sha256=stored.sha256,
-        )
-        return stored
+        return size, digest.hexdigest()
 
     async def _verify(self, stored: StoredSnapshot) -> None:
         """Read the stored archive back and compare; a mismatch removes it (the sandbox is
@@ -279,13 +287,13 @@ class S3SnapshotStore:
         except NotFoundError:
             return None
         except BaseError as error:
-            self._unavailable("read", key, error)
+            self._unavailable("read", key, error, self._record(key))
         return _parse_record(body, key, self._describe(key, self._record(key)))
 
     async def delete(self, key: SnapshotKey) -> None:
         # The record first: from then on the archive is an interrupted put, never a snapshot.
         for name in (self._record(key), self._archive(key)):
-            await self._call("delete", key, obstore.delete_async(self._store, name))
+            await self._call("delete", key, obstore.delete_async(self._store, name), name)
 
     async def list_namespace(self, namespace: str) -> list[StoredSnapshot]:
         folder = SnapshotKey(namespace, "x", "0").namespace + "/"
@@ -306,38 +314,42 @@ class S3SnapshotStore:
         found = await asyncio.gather(*(one(key) for key in sorted(keys, key=_sort_key)))
         return [stored for stored in found if stored is not None]
 
-    async def _call(self, action: str, key: SnapshotKey, call: Awaitable[Any]) -> None:
+    async def _call(
+        self, action: str, key: SnapshotKey, call: Awaitable[Any], name: str | None = None
+    ) -> None:
         try:
             await call
         except BaseError as error:
-            self._unavailable(action, key, error)
+            self._unavailable(action, key, error, name)
 
     def _describe(self, key: SnapshotKey, name: str | None = None) -> str:
         prefix = self._location.prefix.strip("/")
         full = f"{prefix}/{name or self._archive(key)}" if prefix else name or self._archive(key)
         return f"s3://{self._location.bucket}/{full}"
 
-    def _unavailable(self, action: str, key: SnapshotKey, error: BaseError) -> NoReturn:
+    def _unavailable(
+        self, action: str, key: SnapshotKey, error: BaseError, name: str | None = None
+    ) -> NoReturn:
         where = self._location.endpoint or f"AWS S3 ({self._location.region})"
         if isinstance(error, PermissionDeniedError | UnauthenticatedError):
             why = "the store refused the credentials"
         else:
             why = "the store failed"
         raise SnapshotStoreUnavailableError(
-            f"cannot {action} the snapshot {self._describe(key)} ({where}): {why}: {_first(error)}"
+            f"cannot {action} the snapshot {self._describe(key, name)} ({where}): {why}: "
+            f"{_first(error)}"
         ) from None
 
 
 def _first(error: BaseException) -> str:
-    """obstore's messages carry the whole source chain over several lines; the first line
-    and the innermost cause say what happened."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    if not lines:
-        return type(error).__name__
-    summary = lines[0].rstrip(":")
-    if len(lines) > 1 and lines[-1] != lines[0]:
-        summary += f" ({lines[-1]})"
-    return summary[:500]
+    """obstore's message on one line, without the debug dump it appends, plus the innermost
+    cause that dump names (e.g. "Connection refused")."""
+    full = str(error)
+    summary = " ".join(full.split("\n\nDebug source:", 1)[0].split()) or type(error).__name__
+    causes = re.findall(r'message: "([^"]+)"', full)
+    if causes and causes[-1] not in summary:
+        summary += f" ({causes[-1]})"
+    return summary[:600]
 
 
 def _record_key(namespace: str, path: str) -> SnapshotKey | None:
