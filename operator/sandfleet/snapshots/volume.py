@@ -10,6 +10,7 @@ any step leaves the previous snapshot (if any) or nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -83,7 +84,7 @@ class VolumeSnapshotStore:
                 f"cannot write the snapshot {key.relative_path} under {self._root}: {error}"
             ) from error
         finally:
-            await asyncio.to_thread(partial.unlink, missing_ok=True)
+            await asyncio.to_thread(_remove_quietly, partial)
 
     async def read(self, key: SnapshotKey, expected: StoredSnapshot) -> AsyncIterator[bytes]:
         archive = self._archive(key)
@@ -145,6 +146,12 @@ class VolumeSnapshotStore:
             if found is not None:
                 stored.append(found)
         return stored
+
+
+def _remove_quietly(path: Path) -> None:
+    """Clean-up after a put: a volume too broken to remove it has already failed the put."""
+    with contextlib.suppress(OSError):
+        path.unlink(missing_ok=True)
 
 
 def _flush_and_sync(handle: BinaryIO) -> None:
