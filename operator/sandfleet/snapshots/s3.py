@@ -24,12 +24,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import obstore
-from obstore.exceptions import (
-    BaseError,
-    NotFoundError,
-    PermissionDeniedError,
-    UnauthenticatedError,
-)
+from obstore.exceptions import BaseError, PermissionDeniedError, UnauthenticatedError
 from obstore.store import S3Store
 
 from sandfleet.errors import SnapshotCorruptError, SnapshotTooLargeError
@@ -268,7 +263,7 @@ class S3SnapshotStore:
                 size += len(chunk)
                 digest.update(chunk)
                 yield bytes(chunk)
-        except NotFoundError:
+        except FileNotFoundError:  # obstore's not-found (NotFoundError is deprecated)
             raise SnapshotMissingError(f"no snapshot is stored at {self._describe(key)}") from None
         except BaseError as error:
             self._unavailable("read", key, error)
@@ -284,7 +279,7 @@ class S3SnapshotStore:
         try:
             result = await obstore.get_async(self._store, self._record(key))
             body = bytes(await result.bytes_async())
-        except NotFoundError:
+        except FileNotFoundError:  # obstore's not-found (NotFoundError is deprecated)
             return None
         except BaseError as error:
             self._unavailable("read", key, error, self._record(key))
@@ -302,7 +297,7 @@ class S3SnapshotStore:
         except BaseError as error:
             raise SnapshotStoreUnavailableError(
                 f"cannot list the snapshots of namespace {namespace} in "
-                f"{self._location.where}: {_first(error)}"
+                f"{self._location.where}: {_why(error)}: {_first(error)}"
             ) from None
         keys = [key for meta in listed if (key := _record_key(namespace, meta["path"]))]
         gate = asyncio.Semaphore(_RECORDS_READ_AT_ONCE)
@@ -331,14 +326,16 @@ class S3SnapshotStore:
         self, action: str, key: SnapshotKey, error: BaseError, name: str | None = None
     ) -> NoReturn:
         where = self._location.endpoint or f"AWS S3 ({self._location.region})"
-        if isinstance(error, PermissionDeniedError | UnauthenticatedError):
-            why = "the store refused the credentials"
-        else:
-            why = "the store failed"
         raise SnapshotStoreUnavailableError(
-            f"cannot {action} the snapshot {self._describe(key, name)} ({where}): {why}: "
+            f"cannot {action} the snapshot {self._describe(key, name)} ({where}): {_why(error)}: "
             f"{_first(error)}"
         ) from None
+
+
+def _why(error: BaseError) -> str:
+    if isinstance(error, PermissionDeniedError | UnauthenticatedError):
+        return "the store refused the credentials"
+    return "the store failed"
 
 
 def _first(error: BaseException) -> str:

@@ -21,7 +21,7 @@ from sandfleet.snapshots.store import (
 )
 from sandfleet.snapshots.volume import VolumeSnapshotStore
 from tests.integration.snapshots.conftest import s3_location
-from tests.support.seaweedfs import running_seaweed
+from tests.support.seaweedfs import SeaweedServer, running_seaweed
 
 pytestmark = pytest.mark.integration
 
@@ -77,10 +77,9 @@ async def test_a_volume_store_on_a_broken_mount_is_unavailable(tmp_path: Path) -
     assert messages
 
 
-async def test_s3_credentials_the_server_refuses_are_said_so(tmp_path: Path) -> None:
-    with running_seaweed(tmp_path / "seaweedfs") as server:
-        store = S3SnapshotStore(s3_location(server, "creds/", secret_access_key="wrong" * 8))
-        with pytest.raises(SnapshotStoreUnavailableError, match="refused the credentials"):
-            await store.put(KEY, chunks_of(b"bytes"), limit_bytes=100)
-        with pytest.raises(SnapshotStoreUnavailableError, match="refused the credentials"):
-            await store.stat(KEY)
+async def test_s3_credentials_the_server_refuses_are_said_so(seaweed: SeaweedServer) -> None:
+    store = S3SnapshotStore(s3_location(seaweed, "creds/", secret_access_key="wrong" * 8))
+    with pytest.raises(SnapshotStoreUnavailableError, match="refused the credentials"):
+        await store.put(KEY, chunks_of(b"bytes"), limit_bytes=100)
+    with pytest.raises(SnapshotStoreUnavailableError, match="refused the credentials"):
+        await store.stat(KEY)
