@@ -8,8 +8,10 @@
 #
 # Output: ${SANDFLEET_OBJECTSTORE_CACHE:-$HOME/.cache/sandfleet/seaweedfs}/<version>/weed,
 # outside the repository so fresh clones on one machine share it. Needs Go >= 1.26; no root.
-# tests/objectstore/server.py starts it (`weed mini`-style: one process serving S3 on
+# tests/support/seaweedfs.py starts it (`weed server -s3`: one process serving S3 on
 # 127.0.0.1); without it the S3 store tests skip, or fail under SANDFLEET_REQUIRE_OBJECTSTORE=1.
+# Cold: ~4 min of module downloads (first time on a machine) and ~16 min of compiling on two
+# shared cores; tests/objectstore/README.md has the numbers.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
