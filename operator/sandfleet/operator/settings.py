@@ -92,13 +92,15 @@ class OperatorSettings(BaseSettings):
     trajectory_dir: Path = Path("/var/lib/sandfleet/trajectories")
     trajectory_retention_seconds: int = Field(default=7 * 24 * 3600, ge=60)
 
+    snapshot_dir: Path | None = None
+    """Where suspended sessions' snapshots are kept (a mounted volume: the chart's
+    PersistentVolumeClaim). None: no snapshot store, and a suspend is refused with a condition."""
+    snapshot_limit_bytes: int = Field(default=1024**3, ge=1)
+    """Largest snapshot a suspend may store; a bigger one is refused and the sandbox runs on."""
     snapshot_store: Literal["volume", "s3"] = "volume"
-    """Where suspended sessions' snapshots live: `volume` (files under `snapshot_dir`, the
-    chart's PersistentVolumeClaim) or `s3` (S3-compatible object storage, `snapshot_s3_*`;
-    credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or the pod's cloud identity)."""
-    snapshot_dir: Path = Path("/var/lib/sandfleet/snapshots")
-    snapshot_max_bytes: int = Field(default=1024**3, ge=1)
-    """Largest snapshot a suspend may store; past it the suspend is refused."""
+    """`volume`: files under `snapshot_dir`; `s3`: S3-compatible object storage at
+    `snapshot_s3_*`, with credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or the
+    pod's cloud identity (sandfleet.snapshots.configured)."""
     snapshot_s3_endpoint: str = ""
     """`http(s)://host:port` of an S3-compatible server; empty: AWS S3."""
     snapshot_s3_bucket: str = ""

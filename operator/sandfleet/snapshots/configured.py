@@ -19,7 +19,7 @@ class SnapshotStoreSettings(Protocol):
     @property
     def snapshot_store(self) -> str: ...
     @property
-    def snapshot_dir(self) -> Path: ...
+    def snapshot_dir(self) -> Path | None: ...
     @property
     def snapshot_s3_endpoint(self) -> str: ...
     @property
@@ -34,15 +34,16 @@ class SnapshotStoreSettings(Protocol):
     def snapshot_s3_sse_kms_key_id(self) -> str: ...
 
 
-def snapshot_store_from_settings(settings: SnapshotStoreSettings) -> SnapshotStore:
-    """The volume store on `snapshot_dir`, or the S3 store on `snapshot_s3_*` (credentials
-    from the environment: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, which the chart fills
-    from its Secret, or the pod's cloud identity). Raises ValueError for an unknown store or
-    an incomplete S3 location: a start-up error, not a failed suspend later."""
+def snapshot_store_from_settings(settings: SnapshotStoreSettings) -> SnapshotStore | None:
+    """The volume store on `snapshot_dir` (None without one: suspend is refused), or the S3
+    store on `snapshot_s3_*` (credentials from the environment: AWS_ACCESS_KEY_ID /
+    AWS_SECRET_ACCESS_KEY, which the chart fills from its Secret, or the pod's cloud
+    identity). Raises ValueError for an unknown store or an incomplete S3 location: a start-up
+    error, not a failed suspend later."""
     if settings.snapshot_store == "volume":
         from sandfleet.snapshots.volume import VolumeSnapshotStore
 
-        return VolumeSnapshotStore(settings.snapshot_dir)
+        return VolumeSnapshotStore(settings.snapshot_dir) if settings.snapshot_dir else None
     if settings.snapshot_store == "s3":
         # Imported here: the volume store's users never load the object-store client.
         from sandfleet.snapshots.s3 import S3Location, S3SnapshotStore, sse_algorithm

@@ -99,7 +99,7 @@ def test_s3_reaches_the_operator_settings_key_and_network_policy(
     spec = pod_spec(rendered)
     assert all(v["name"] != "snapshots" for v in spec["volumes"])
     settings = only(rendered, "ConfigMap", OPERATOR)["data"]
-    assert settings["SANDFLEET_OPERATOR_SNAPSHOT_MAX_BYTES"] == "5368709120"
+    assert settings["SANDFLEET_OPERATOR_SNAPSHOT_LIMIT_BYTES"] == "5368709120"
     (container,) = spec["containers"]
     env = {e["name"]: e for e in container["env"]}
     assert env["AWS_ACCESS_KEY_ID"]["valueFrom"]["secretKeyRef"] == {

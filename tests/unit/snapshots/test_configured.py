@@ -15,10 +15,11 @@ from sandfleet.snapshots.volume import VolumeSnapshotStore
 
 
 def test_the_default_is_the_volume_store_under_its_mount(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert snapshot_store_from_settings(OperatorSettings()) is None  # no mount: no store
     monkeypatch.setenv("SANDFLEET_OPERATOR_SNAPSHOT_DIR", "/mnt/snapshots")
     settings = OperatorSettings()
     assert settings.snapshot_store == "volume"
-    assert settings.snapshot_max_bytes == 1024**3
+    assert settings.snapshot_limit_bytes == 1024**3
     store = snapshot_store_from_settings(settings)
     assert isinstance(store, VolumeSnapshotStore)
     assert store.root == Path("/mnt/snapshots")
@@ -27,7 +28,7 @@ def test_the_default_is_the_volume_store_under_its_mount(monkeypatch: pytest.Mon
 def test_s3_settings_reach_the_store(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in {
         "STORE": "s3",
-        "MAX_BYTES": "5000000",
+        "LIMIT_BYTES": "5000000",
         "S3_ENDPOINT": "https://s3.internal:9000",
         "S3_BUCKET": "snapshots",
         "S3_PREFIX": "cluster-a/",
@@ -37,7 +38,7 @@ def test_s3_settings_reach_the_store(monkeypatch: pytest.MonkeyPatch) -> None:
     }.items():
         monkeypatch.setenv(f"SANDFLEET_OPERATOR_SNAPSHOT_{name}", value)
     settings = OperatorSettings()
-    assert settings.snapshot_max_bytes == 5_000_000
+    assert settings.snapshot_limit_bytes == 5_000_000
     store = snapshot_store_from_settings(settings)
     assert isinstance(store, S3SnapshotStore)
     location = store.location
@@ -64,7 +65,7 @@ def test_s3_settings_reach_the_store(monkeypatch: pytest.MonkeyPatch) -> None:
             {"snapshot_s3_sse": "AES256", "snapshot_s3_sse_kms_key_id": "key"},
             "needs snapshot_s3_sse aws:kms",
         ),
-        ({"snapshot_max_bytes": 0}, "greater than or equal to 1"),
+        ({"snapshot_limit_bytes": 0}, "greater than or equal to 1"),
     ],
 )
 def test_an_incomplete_store_stops_the_operator_at_start_up(
