@@ -70,6 +70,9 @@ class SeaweedServer:
     """The filer's HTTP address (object metadata the S3 API does not show)."""
     process: subprocess.Popen[bytes]
     log: Path
+    grpc_sockets: list[Path] = dataclasses.field(default_factory=list)
+    """Unix sockets weed opens beside its gRPC ports in /tmp (no flag moves them): removed
+    after it stops, since a killed weed leaves them behind."""
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after 2 s (a graceful stop takes weed 15 s, and the data is
@@ -83,6 +86,8 @@ class SeaweedServer:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+        for socket_file in self.grpc_sockets:
+            socket_file.unlink(missing_ok=True)
 
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
@@ -130,7 +135,23 @@ def _command(weed: Path, folder: Path, config: Path, ports: list[int]) -> list[s
 
 def start_seaweed(weed: Path, folder: Path) -> SeaweedServer:
     """Start a server in `folder` and wait until an authenticated write into BUCKET works
-    (which also creates the bucket). Blocks: from async code call it in a thread."""
+    (which also creates the bucket). Blocks: from async code call it in a thread. A server
+    that exits at once (another process took a picked port meanwhile) is started again on
+    other ports, twice at most."""
+    for attempt in range(3):
+        try:
+            return _start_once(weed, folder / f"attempt-{attempt}")
+        except _ExitedEarlyError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+class _ExitedEarlyError(RuntimeError):
+    pass
+
+
+def _start_once(weed: Path, folder: Path) -> SeaweedServer:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "data").mkdir(exist_ok=True)
     access_key, secret_key = "sandfleet" + secrets.token_hex(4), secrets.token_hex(16)
@@ -155,6 +176,10 @@ def start_seaweed(weed: Path, folder: Path) -> SeaweedServer:
         filer=f"http://127.0.0.1:{ports[4]}",
         process=process,
         log=log,
+        grpc_sockets=[
+            Path(f"/tmp/seaweedfs-{role}-grpc-{port}.sock")
+            for role, port in zip(("master", "volume", "filer", "s3"), ports[1::2], strict=True)
+        ],
     )
     try:
         _wait_until_writable(server)
@@ -181,7 +206,9 @@ def _wait_until_writable(server: SeaweedServer) -> None:
     last = "not started"
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
-            raise RuntimeError(f"weed exited {server.process.returncode}:\n{server.log_tail()}")
+            raise _ExitedEarlyError(
+                f"weed exited {server.process.returncode}:\n{server.log_tail()}"
+            )
         try:
             obstore.put(store, ".ready", b"ready")
             obstore.delete(store, ".ready")
