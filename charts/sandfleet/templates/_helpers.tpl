@@ -143,6 +143,14 @@ namespace (no editors bound).
 {{- end }}
 {{- end }}
 
+{{- define "sandfleet.snapshotClaimName" -}}
+{{- if eq .Values.snapshots.volume.type "existingClaim" }}
+{{- required "snapshots.volume.existingClaim is required with snapshots.volume.type existingClaim" .Values.snapshots.volume.existingClaim }}
+{{- else }}
+{{- printf "%s-snapshots" (include "sandfleet.fullname" .) }}
+{{- end }}
+{{- end }}
+
 {{- define "sandfleet.gateway.name" -}}
 {{- printf "%s-gateway" (include "sandfleet.fullname" .) }}
 {{- end }}

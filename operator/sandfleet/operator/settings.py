@@ -7,9 +7,9 @@ defaults and wiring (namespaces, ports, the trajectory store, client rate limits
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 
-from pydantic import Field, IPvAnyNetwork, field_validator
+from pydantic import Field, IPvAnyNetwork, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sandfleet.api.common import QUANTITY_PATTERN
@@ -91,6 +91,34 @@ class OperatorSettings(BaseSettings):
 
     trajectory_dir: Path = Path("/var/lib/sandfleet/trajectories")
     trajectory_retention_seconds: int = Field(default=7 * 24 * 3600, ge=60)
+
+    snapshot_dir: Path | None = None
+    """Where suspended sessions' snapshots are kept (a mounted volume: the chart's
+    PersistentVolumeClaim). None: no snapshot store, and a suspend is refused with a condition."""
+    snapshot_limit_bytes: int = Field(default=1024**3, ge=1)
+    """Largest snapshot a suspend may store; a bigger one is refused and the sandbox runs on."""
+    snapshot_store: Literal["volume", "s3"] = "volume"
+    """`volume`: files under `snapshot_dir`; `s3`: S3-compatible object storage at
+    `snapshot_s3_*`, with credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or the
+    pod's cloud identity (sandfleet.snapshots.configured)."""
+    snapshot_s3_endpoint: str = ""
+    """`http(s)://host:port` of an S3-compatible server; empty: AWS S3."""
+    snapshot_s3_bucket: str = ""
+    snapshot_s3_prefix: str = ""
+    """Prepended to every object name: `<prefix><namespace>/<session>/<uid>.tar`."""
+    snapshot_s3_region: str = "us-east-1"
+    snapshot_s3_sse: Literal["", "AES256", "aws:kms", "aws:kms:dsse"] = ""
+    """Server-side encryption asked for on each upload (SSE-S3 AES256, SSE-KMS aws:kms);
+    empty: the bucket's default."""
+    snapshot_s3_sse_kms_key_id: str = ""
+
+    @model_validator(mode="after")
+    def _snapshot_store_complete(self) -> Self:
+        if self.snapshot_store == "s3" and not self.snapshot_s3_bucket:
+            raise ValueError("snapshot_store s3 needs snapshot_s3_bucket")
+        if self.snapshot_s3_sse_kms_key_id and not self.snapshot_s3_sse.startswith("aws:kms"):
+            raise ValueError("snapshot_s3_sse_kms_key_id needs snapshot_s3_sse aws:kms")
+        return self
 
     kube_qps: float = Field(default=200.0, gt=0)
     """Sustained Kubernetes API requests per second (a token bucket)."""

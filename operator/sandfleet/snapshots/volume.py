@@ -10,6 +10,7 @@ any step leaves the previous snapshot (if any) or nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -35,6 +36,10 @@ class VolumeSnapshotStore:
 
     def __init__(self, root: Path) -> None:
         self._root = root
+
+    @property
+    def root(self) -> Path:
+        return self._root
 
     def _archive(self, key: SnapshotKey) -> Path:
         return self._root / key.relative_path
@@ -79,7 +84,7 @@ class VolumeSnapshotStore:
                 f"cannot write the snapshot {key.relative_path} under {self._root}: {error}"
             ) from error
         finally:
-            await asyncio.to_thread(partial.unlink, missing_ok=True)
+            await asyncio.to_thread(_remove_quietly, partial)
 
     async def read(self, key: SnapshotKey, expected: StoredSnapshot) -> AsyncIterator[bytes]:
         archive = self._archive(key)
@@ -123,6 +128,14 @@ class VolumeSnapshotStore:
 
     def _list_namespace(self, namespace: str) -> list[StoredSnapshot]:
         folder = self._root / SnapshotKey(namespace, "x", "0").namespace
+        try:
+            self._root.stat()  # a root not made yet holds nothing; one unreachable is down
+        except FileNotFoundError:
+            return []
+        except OSError as error:
+            raise SnapshotStoreUnavailableError(
+                f"cannot list the snapshots under {self._root}: {error}"
+            ) from error
         stored: list[StoredSnapshot] = []
         for meta in sorted(folder.glob("*/*.json")) if folder.is_dir() else []:
             try:
@@ -133,6 +146,12 @@ class VolumeSnapshotStore:
             if found is not None:
                 stored.append(found)
         return stored
+
+
+def _remove_quietly(path: Path) -> None:
+    """Clean-up after a put: a volume too broken to remove it has already failed the put."""
+    with contextlib.suppress(OSError):
+        path.unlink(missing_ok=True)
 
 
 def _flush_and_sync(handle: BinaryIO) -> None:
@@ -169,5 +188,7 @@ def _read_meta(path: Path, key: SnapshotKey) -> StoredSnapshot | None:
         )
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError) as error:
+    except OSError as error:
+        raise SnapshotStoreUnavailableError(f"cannot read {path}: {error}") from error
+    except (ValueError, KeyError, TypeError) as error:
         raise SnapshotCorruptError(f"the snapshot record {path} is unreadable: {error}") from error

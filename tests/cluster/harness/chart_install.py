@@ -145,6 +145,8 @@ def values_for_test_cluster(
         "tenants": tenants,
         "pool": {"create": True, "replicas": 1},
         "trajectoryStore": {"type": "existingClaim", "existingClaim": trajectory_claim},
+        # The test cluster has no volume provisioner: suspended sessions' files in the pod.
+        "snapshots": {"volume": {"type": "emptyDir"}},
         "uninstallHook": {"timeoutSeconds": 120},
         "gateway": {
             "replicas": 2,

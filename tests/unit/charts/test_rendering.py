@@ -71,6 +71,7 @@ def test_the_operator_pod_is_locked_down(helm: Helm) -> None:
     assert {m["mountPath"] for m in container["volumeMounts"]} == {
         "/tmp",
         "/var/lib/sandfleet/trajectories",
+        "/var/lib/sandfleet/snapshots",
         "/etc/sandfleet/session-key",
     }
 
@@ -144,7 +145,7 @@ def test_the_trajectory_store_is_a_kept_claim_an_existing_claim_or_an_empty_dir(
 
     values: dict[str, Any] = {"trajectoryStore": {"type": "existingClaim", "existingClaim": "rwx"}}
     rendered = helm.template(values=values)
-    assert not find(rendered, "PersistentVolumeClaim")
+    assert not find(rendered, "PersistentVolumeClaim", "sandfleet-trajectories")
     volume = next(v for v in _pod_spec(rendered)["volumes"] if v["name"] == "trajectories")
     assert volume["persistentVolumeClaim"] == {"claimName": "rwx"}
 

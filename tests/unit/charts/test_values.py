@@ -22,6 +22,7 @@ PASS_THROUGH = {
     *(f"/{part}/{key}" for part in ("operator", "gateway")
       for key in ("affinity", "extraEnv/*", "tolerations/*")),
     "/operator/networkPolicy/modelEgress/*",
+    "/snapshots/s3/egress/*",
 }  # fmt: skip
 """Kubernetes objects handed to the API server unchanged (it validates them); the only
 object nodes of the schema that accept keys it does not name."""

@@ -90,11 +90,11 @@ def test_each_runtime_pin_is_within_the_range_the_package_declares() -> None:
 def test_the_user_install_needs_no_extra_for_the_cli_and_the_sdk() -> None:
     """What the CLI's and the SDK's own imports need is in the base dependencies; only the
     operator, the gateway, `sandfleet eval`'s `datasets` loader, `sandfleet mcp` (the MCP
-    SDK and its HTTP server), `sandfleet serve` (the same HTTP stack) and report.html's plots
-    (matplotlib) have extras."""
+    SDK and its HTTP server), `sandfleet serve` (the same HTTP stack), report.html's plots
+    (matplotlib) and the operator's S3 snapshot store (obstore) have extras."""
     extras_only = {
         "kopf", "prometheus_client", "cachetools", "datasets", "mcp", "starlette", "uvicorn",
-        "matplotlib",
+        "matplotlib", "obstore",
     }  # fmt: skip
     distributions = importlib.metadata.packages_distributions()
     control = ROOT / "operator" / "sandfleet"
