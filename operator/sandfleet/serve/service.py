@@ -27,7 +27,7 @@ from sandfleet.serve.engine import Emit, Outcome, StepEvent, forget_answer, run_
 from sandfleet.serve.errors import ApiError, bad_request, upstream_failed
 from sandfleet.serve.limits import TenantLimiter
 from sandfleet.serve.metrics import ServeMetrics
-from sandfleet.serve.sandboxes import LocalSandboxSource
+from sandfleet.serve.sandboxes import LocalSandboxSource, SandboxSource
 
 log = get_logger(__name__)
 
@@ -81,18 +81,7 @@ class ServeService:
         self.files_root = files_root or Path(tempfile.mkdtemp(prefix="sandfleet-serve-"))
         self._limits = CopyLimits(max_bytes=server.max_output_bytes,
                                   max_files=server.max_output_files)  # fmt: skip
-        self._sources = {
-            name: LocalSandboxSource(
-                LocalSandboxConfig(
-                    isolation=served.spec.isolation,
-                    egress=served.spec.egress,
-                    state_dir=server.state_dir,
-                ),
-                tool_timeout_s=served.spec.tool_timeout_seconds,
-                warm=served.spec.warm,
-            )
-            for name, served in config.models.items()
-        }
+        self._sources = _sources(config)
         self._upstreams: dict[str, OpenAIChatModel] = {}
 
     async def start(self) -> None:
@@ -226,7 +215,7 @@ class ServeService:
         job.conversation = conversation
         return True
 
-    def _source(self, job: Job) -> LocalSandboxSource:
+    def _source(self, job: Job) -> SandboxSource:
         return self._sources[job.served.name]
 
     def warm_sandboxes(self) -> int:
@@ -239,6 +228,31 @@ class ServeService:
 
     async def _release(self, conversation: Conversation) -> None:
         self._sources[conversation.model].release(conversation.sandbox)
+
+
+def _sources(config: ServeConfig) -> dict[str, SandboxSource]:
+    """Each served model's sandbox source. Cluster mode resolves the gateway and serve's
+    identity here, so a missing address or token fails at start (GatewayConfigError)."""
+    sources: dict[str, SandboxSource] = {}
+    target = None
+    for name, served in config.models.items():
+        spec = served.spec
+        if spec.sandbox == "cluster":
+            from sandfleet.serve.cluster_sandboxes import ClusterSandboxSource, resolve_target
+
+            target = target or resolve_target(config.gateway)
+            sources[name] = ClusterSandboxSource(
+                target, config.gateway, spec,
+                conversation_ttl_s=config.server.conversation_ttl_seconds,
+            )  # fmt: skip
+            continue
+        local = LocalSandboxConfig(
+            isolation=spec.isolation, egress=spec.egress, state_dir=config.server.state_dir
+        )
+        sources[name] = LocalSandboxSource(
+            local, tool_timeout_s=spec.tool_timeout_seconds, warm=spec.warm
+        )
+    return sources
 
 
 _FAILED = frozenset({StopReason.MODEL_ERROR, StopReason.SANDBOX_LOST})
