@@ -3,7 +3,8 @@ SandboxPool while it has idle pods, the gateway's in-memory claim path, no kopf 
 used through the gateway's runtime proxy, and released (the session deleted, the pod back to
 its pool or deleted) when the request or conversation is done with it.
 
-serve claims as its own identity: the [gateway] table's token, else SANDFLEET_GATEWAY_TOKEN,
+serve claims as its own identity: the [gateway] table's token (token_env, or token_file,
+re-read on every claim), else SANDFLEET_GATEWAY_TOKEN,
 else the kubeconfig's (in a pod, its ServiceAccount's token, re-read as it rotates). The
 pool is the warm set, so nothing is kept started here.
 """
@@ -11,8 +12,10 @@ pool is the warm set, so nothing is kept started here.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 from sandfleet.api import LifecycleSpec
 from sandfleet.backends.gateway import GatewayBackend, GatewaySandboxRequest
@@ -39,7 +42,23 @@ def resolve_target(spec: GatewaySpec, environ: Mapping[str, str] | None = None) 
         token = env.get(spec.token_env, "")
         if not token:
             raise GatewayConfigError(f"gateway.token_env: {spec.token_env} is not set")
-    return resolve_gateway(spec.address, token=token, ca_file=spec.ca_file, environ=env)
+    elif spec.token_file is not None:
+        token = _read_token(spec.token_file)
+    target = resolve_gateway(spec.address, token=token, ca_file=spec.ca_file, environ=env)
+    token_file = spec.token_file
+    if spec.token_env is None and token_file is not None:
+        return dataclasses.replace(target, token_source=lambda: _read_token(token_file))
+    return target
+
+
+def _read_token(path: Path) -> str:
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as error:
+        raise GatewayConfigError(f"gateway.token_file: {error}") from error
+    if not token:
+        raise GatewayConfigError(f"gateway.token_file: {path} is empty")
+    return token
 
 
 class ClusterSandboxSource:

@@ -110,6 +110,9 @@ class GatewaySpec(_Strict):
     token_env: str | None = None
     """A variable holding the bearer token; None: SANDFLEET_GATEWAY_TOKEN, then the kubeconfig
     (in a pod: its ServiceAccount's token, re-read as it rotates)."""
+    token_file: Path | None = None
+    """A file holding the token, re-read on every claim (a projected ServiceAccount token
+    rotates); the chart mounts one here."""
     ca_file: Path | None = None
     """The gateway's CA bundle (implies TLS)."""
     namespace: str | None = None

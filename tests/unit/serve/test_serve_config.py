@@ -136,3 +136,17 @@ def test_backend_kubernetes_moves_every_model_to_the_cluster_and_local_refuses_a
     path.write_text(CLUSTER.replace('pool = "python"', 'pool = "a"\ntemplate = "b"'))
     with pytest.raises(ServeConfigError, match="a pool or a template, not both"):
         load_serve_config(path, {})
+
+
+def test_a_token_file_is_read_again_on_every_claim(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("first\n")
+    path = tmp_path / "serve.toml"
+    path.write_text(CLUSTER.replace('token_env = "SERVE_GATEWAY_TOKEN"', f'token_file = "{token}"'))
+    target = resolve_target(load_serve_config(path, {}).gateway, {})
+    assert target.current_token() == "first"
+    token.write_text("rotated\n")
+    assert target.current_token() == "rotated"
+    token.write_text("")
+    with pytest.raises(GatewayConfigError, match="is empty"):
+        target.current_token()
