@@ -126,6 +126,10 @@ class _Routes:
 
     async def create_response(self, request: Request) -> Response:
         body = await self._body(request)
+        previous, model = body.get("previous_response_id"), body.get("model")
+        if isinstance(previous, str) and isinstance(model, str):
+            # Cluster mode: the conversation may have been started by another replica.
+            await self.service.continue_conversation(previous, request.state.tenant, model)
         exchange = ResponsesExchange.read(self.service, request.state.tenant, body)
         request.state.model = exchange.job.served.name
         running = exchange.start()
@@ -160,6 +164,13 @@ class _Routes:
         return JSONResponse(self._stored(request).body)
 
     async def delete_response(self, request: Request) -> Response:
+        key = request.path_params["response_id"]
+        tenant = request.state.tenant
+        # Cluster mode: another replica answered it; its conversation still ends here.
+        if self.service.store.response(key, tenant) is None and (
+            await self.service.end_conversation_of(key, tenant)
+        ):
+            return JSONResponse({"id": key, "object": "response", "deleted": True})
         stored = self._stored(request)
         await self.service.store.delete_response(stored.id)
         return JSONResponse({"id": stored.id, "object": "response", "deleted": True})

@@ -25,6 +25,13 @@ from sandfleet.serve.config import ServeConfig, ServedModel
 from sandfleet.serve.conversations import Conversation, ConversationStore
 from sandfleet.serve.engine import Emit, Outcome, StepEvent, forget_answer, run_loop
 from sandfleet.serve.errors import ApiError, bad_request, upstream_failed
+from sandfleet.serve.handoff import (
+    conversation_of,
+    history_of,
+    load_state,
+    save_state,
+    seconds_since_used,
+)
 from sandfleet.serve.limits import TenantLimiter
 from sandfleet.serve.metrics import ServeMetrics
 from sandfleet.serve.sandboxes import LocalSandboxSource, SandboxSource
@@ -76,7 +83,10 @@ class ServeService:
         server = config.server
         self.metrics = ServeMetrics(config.models)
         self.limiter = TenantLimiter(server.max_concurrent_per_tenant)
-        self.store = ConversationStore(ttl_s=server.conversation_ttl_seconds, release=self._release)
+        self.store = ConversationStore(
+            ttl_s=server.conversation_ttl_seconds, release=self._release,
+            used_elsewhere=self._used_elsewhere,
+        )  # fmt: skip
         self._own_root = files_root is None
         self.files_root = files_root or Path(tempfile.mkdtemp(prefix="sandfleet-serve-"))
         self._limits = CopyLimits(max_bytes=server.max_output_bytes,
@@ -144,6 +154,8 @@ class ServeService:
             elif lost and job.conversation is not None:
                 await self.store.end(job.conversation.id)  # its sandbox is gone
             kept = self._keep(job, sandbox, outcome)
+            if job.conversation is not None and self.on_cluster(served.name):
+                await save_state(job.conversation)  # for the replica a follow-up reaches
         finally:
             self.metrics.loop_ended(
                 served.name,
@@ -190,7 +202,7 @@ class ServeService:
             return sandbox
         claimed = time.perf_counter()
         try:
-            sandbox = await self._source(job).take()
+            sandbox = await self._source(job).take(job.conversation_id if job.keep else None)
         except (SandfleetError, OSError) as error:
             log.warning("serve_sandbox_start_failed", model=job.served.name, error=str(error))
             raise ApiError(
@@ -228,6 +240,65 @@ class ServeService:
 
     async def _release(self, conversation: Conversation) -> None:
         self._sources[conversation.model].release(conversation.sandbox)
+
+    def on_cluster(self, model: str) -> bool:
+        return self.models[model].spec.sandbox == "cluster"
+
+    async def _used_elsewhere(self, conversation: Conversation) -> float | None:
+        if not self.on_cluster(conversation.model):
+            return None
+        return seconds_since_used(await load_state(conversation.sandbox))
+
+    async def continue_conversation(self, response_id: str, tenant: str, model: str) -> None:
+        """Cluster mode: make the conversation `response_id` names known here before a
+        follow-up is read, whichever replica started it: claim its session again (the same
+        claim id returns the same session) and read its state from the sandbox, or refresh
+        the history of one known here from it (another replica may have answered since).
+        Does nothing when the conversation cannot be found: the follow-up is then refused
+        as for an unknown response."""
+        key = conversation_of(response_id)
+        if key is None or model not in self.models or not self.on_cluster(model):
+            return
+        known = self.store.conversations.get(key)
+        if known is not None:
+            if not known.busy and known.tenant == tenant:
+                state = await load_state(known.sandbox)
+                if state is not None:
+                    known.history = history_of(state)
+            return
+        await self._adopt(key, tenant, model)
+
+    async def end_conversation_of(self, response_id: str, tenant: str) -> bool:
+        """Cluster mode: end (release) the conversation a response another replica answered
+        names, found as continue_conversation finds it; False when there is none."""
+        key = conversation_of(response_id)
+        if key is None:
+            return False
+        for model in self.models:
+            if key not in self.store.conversations:
+                await self.continue_conversation(response_id, tenant, model)
+        conversation = self.store.conversations.get(key)
+        if conversation is None or conversation.tenant != tenant:
+            return False
+        await self.store.end(key)
+        return True
+
+    async def _adopt(self, key: str, tenant: str, model: str) -> None:
+        source = self._sources[model]
+        try:
+            sandbox = await source.take(key)
+        except (SandfleetError, OSError) as error:
+            log.warning("serve_conversation_not_reclaimed", conversation=key, error=str(error))
+            return
+        state = await load_state(sandbox)
+        if state is None or (state.get("tenant"), state.get("model")) != (tenant, model):
+            source.release(sandbox)  # a new session (the old one is gone), or not theirs
+            return
+        if key in self.store.conversations:  # adopted meanwhile by a concurrent request
+            return
+        conversation = Conversation(key, model, tenant, sandbox, history_of(state))
+        self.store.add(conversation)
+        log.info("serve_conversation_continued_here", conversation=key)
 
 
 def _sources(config: ServeConfig) -> dict[str, SandboxSource]:
