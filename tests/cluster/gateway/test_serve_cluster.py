@@ -1,7 +1,8 @@
 """`sandfleet serve` in cluster mode on the real cluster: the official `openai` client talks
 to serve (in this process, real HTTP), whose loop (against a scripted upstream over real
 HTTP) runs its command in a pool pod claimed through the real gateway as a tenant
-ServiceAccount, and releases the session when the answer or the conversation is done."""
+ServiceAccount, and releases the session when the answer or the conversation is done; a
+conversation continues on another serve replica (two servers, one identity)."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ async def until_no_sessions(kube: KubeApi, namespace: str, timeout_s: float = 60
         await asyncio.sleep(0.2)
 
 
-async def test_serve_answers_from_a_pool_pod_and_releases_it(
+async def test_serve_answers_from_a_pool_pod_and_a_conversation_moves_between_replicas(
     kube: KubeApi,
     namespace: str,
     start_gateway: StartGateway,
@@ -74,21 +75,33 @@ async def test_serve_answers_from_a_pool_pod_and_releases_it(
             assert chat.choices[0].message.content in pods
             await until_no_sessions(kube, namespace)
 
-            # A two-turn conversation keeps its claimed sandbox (a file kept) until DELETE.
-            upstream.add(
-                Reply(tool_calls=[bash("echo kept > notes.txt")]),
-                Reply(text="noted", tool_calls=[submit()]),
-                Reply(tool_calls=[bash(f"mkdir -p output && cat notes.txt > {ANSWER}")]),
-                Reply(tool_calls=[submit()]),
-            )  # fmt: skip
-            first = await client.responses.create(model=MODEL, input="remember this")
-            second = await client.responses.create(
-                model=MODEL, input="what did you keep?", previous_response_id=first.id
-            )
-            assert second.output_text == "kept"
-            sessions = (await kube.checked("GET", SESSIONS.format(ns=namespace)))["items"]
-            assert len(sessions) == 1  # the conversation's one session, still held
-            await client.responses.delete(first.id)
-            await until_no_sessions(kube, namespace)
+            # A conversation continued by another replica: same session, file and history
+            # kept; the first replica refreshes the history the second one added.
+            async with serving(config) as other, other.client() as other_client:
+                upstream.add(
+                    Reply(tool_calls=[bash("echo kept > notes.txt")]),
+                    Reply(text="noted", tool_calls=[submit()]),
+                    Reply(tool_calls=[bash(f"mkdir -p output && cat notes.txt > {ANSWER}")]),
+                    Reply(tool_calls=[submit()]),
+                    Reply(tool_calls=[bash(f"mkdir -p output && cat /etc/hostname > {ANSWER}")]),
+                    Reply(tool_calls=[submit()]),
+                )  # fmt: skip
+                first = await client.responses.create(model=MODEL, input="remember this")
+                second = await other_client.responses.create(
+                    model=MODEL, input="what did you keep?", previous_response_id=first.id
+                )
+                assert second.output_text == "kept"
+                third = await client.responses.create(
+                    model=MODEL, input="and where?", previous_response_id=second.id
+                )
+                prompts = [r.body["messages"][1]["content"] for r in upstream.chat_requests]
+                assert "remember this" in prompts[4]  # the second replica knew the first turn
+                assert "what did you keep?" in prompts[6]  # and the first one the second
+                # The conversation's one session, still held, ran every turn's command.
+                (session,) = (await kube.checked("GET", SESSIONS.format(ns=namespace)))["items"]
+                assert third.output_text == session["status"]["podName"]
+                # DELETE reaching the replica that did not answer it still ends it.
+                await other_client.responses.delete(third.id)
+                await until_no_sessions(kube, namespace)
     await kube.checked("DELETE", f"{POOLS.format(ns=namespace)}/serve")
     await wait_no_leftovers(kube, namespace, timeout_s=60)
