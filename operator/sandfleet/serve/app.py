@@ -29,8 +29,9 @@ from sandfleet.serve.catalog import model_body, models_page
 from sandfleet.serve.conversations import StoredResponse
 from sandfleet.serve.engine import Outcome
 from sandfleet.serve.errors import ApiError, internal_error
-from sandfleet.serve.exchanges import ChatExchange, ResponsesExchange
+from sandfleet.serve.exchanges import CONVERSATION_HEADER, ChatExchange, ResponsesExchange
 from sandfleet.serve.files import output_file
+from sandfleet.serve.handoff import conversation_of
 from sandfleet.serve.metrics import ServeMetrics
 from sandfleet.serve.requests import read_json, tenant_of
 from sandfleet.serve.service import Running, ServeService
@@ -116,6 +117,10 @@ class _Routes:
 
     async def chat_completions(self, request: Request) -> Response:
         body = await self._body(request)
+        wanted, model = request.headers.get(CONVERSATION_HEADER), body.get("model")
+        if wanted and isinstance(model, str):
+            # Cluster mode: the conversation may have been started by another replica.
+            await self.service.continue_conversation(wanted, request.state.tenant, model)
         exchange = ChatExchange.read(self.service, request.state.tenant, body, request.headers)
         request.state.model = exchange.job.served.name
         running = exchange.start()
@@ -129,7 +134,8 @@ class _Routes:
         previous, model = body.get("previous_response_id"), body.get("model")
         if isinstance(previous, str) and isinstance(model, str):
             # Cluster mode: the conversation may have been started by another replica.
-            await self.service.continue_conversation(previous, request.state.tenant, model)
+            key = conversation_of(previous)
+            await self.service.continue_conversation(key, request.state.tenant, model)
         exchange = ResponsesExchange.read(self.service, request.state.tenant, body)
         request.state.model = exchange.job.served.name
         running = exchange.start()

@@ -8,6 +8,7 @@ tenant and exchanges so far, and when it was last used) is written into the sand
 outside the working directory: the state lives exactly as long as the sandbox, needs no
 store of its own, and is read back through the gateway by the replica a follow-up reaches.
 
+A chat conversation (its id in the x-sandfleet-conversation header) continues the same way.
 Not covered: two follow-ups of one conversation reaching two replicas at the same moment
 (each replica refuses a second request only for itself), and stored responses and their
 output files, which stay in the memory and disk of the replica that answered.
@@ -48,6 +49,13 @@ def conversation_of(response_id: str) -> str | None:
     if not underscore or not key.isalnum():
         return None
     return f"{_CONVERSATION}{key}"
+
+
+def is_conversation_id(key: str) -> bool:
+    """Whether `key` has the shape of the conversation ids serve hands out (only those are
+    claimed with: a client's header must not pick arbitrary claim ids)."""
+    rest = key.removeprefix(_CONVERSATION)
+    return rest != key and rest.isalnum() and rest.isascii() and len(rest) <= 64
 
 
 async def save_state(conversation: Conversation) -> None:

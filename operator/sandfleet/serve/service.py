@@ -28,6 +28,7 @@ from sandfleet.serve.errors import ApiError, bad_request, upstream_failed
 from sandfleet.serve.handoff import (
     conversation_of,
     history_of,
+    is_conversation_id,
     load_state,
     save_state,
     seconds_since_used,
@@ -249,15 +250,16 @@ class ServeService:
             return None
         return seconds_since_used(await load_state(conversation.sandbox))
 
-    async def continue_conversation(self, response_id: str, tenant: str, model: str) -> None:
-        """Cluster mode: make the conversation `response_id` names known here before a
-        follow-up is read, whichever replica started it: claim its session again (the same
-        claim id returns the same session) and read its state from the sandbox, or refresh
-        the history of one known here from it (another replica may have answered since).
-        Does nothing when the conversation cannot be found: the follow-up is then refused
-        as for an unknown response."""
-        key = conversation_of(response_id)
-        if key is None or model not in self.models or not self.on_cluster(model):
+    async def continue_conversation(self, key: str | None, tenant: str, model: str) -> None:
+        """Cluster mode: make the conversation `key` (conversation_of a previous response
+        id, or a chat request's conversation header) known here before a follow-up is read,
+        whichever replica started it: claim its session again (the same claim id returns the
+        same session) and read its state from the sandbox, or refresh the history of one
+        known here from it (another replica may have answered since). Does nothing when the
+        conversation cannot be found: the follow-up is then refused as an unknown one."""
+        if key is None or not is_conversation_id(key):
+            return
+        if model not in self.models or not self.on_cluster(model):
             return
         known = self.store.conversations.get(key)
         if known is not None:
@@ -276,7 +278,7 @@ class ServeService:
             return False
         for model in self.models:
             if key not in self.store.conversations:
-                await self.continue_conversation(response_id, tenant, model)
+                await self.continue_conversation(key, tenant, model)
         conversation = self.store.conversations.get(key)
         if conversation is None or conversation.tenant != tenant:
             return False

@@ -24,6 +24,7 @@ pytestmark = pytest.mark.cluster
 
 TOKEN_ENV = "SANDFLEET_TEST_SERVE_GATEWAY_TOKEN"
 ANSWER = "output/answer.txt"
+HEADER = "x-sandfleet-conversation"
 
 
 def cluster_config(folder: Path, upstream: str, gateway: str, namespace: str) -> Path:
@@ -103,5 +104,24 @@ async def test_serve_answers_from_a_pool_pod_and_a_conversation_moves_between_re
                 # DELETE reaching the replica that did not answer it still ends it.
                 await other_client.responses.delete(third.id)
                 await until_no_sessions(kube, namespace)
+
+                # A chat conversation (its id in a header) moves between replicas as well.
+                upstream.add(
+                    Reply(tool_calls=[bash("echo chat-kept > c.txt")]),
+                    Reply(text="ok", tool_calls=[submit()]),
+                    Reply(tool_calls=[bash(f"mkdir -p output && cat c.txt > {ANSWER}")]),
+                    Reply(tool_calls=[submit()]),
+                )  # fmt: skip
+                started = await client.chat.completions.with_raw_response.create(
+                    model=MODEL, messages=[{"role": "user", "content": "keep a note"}],
+                    extra_headers={HEADER: "new"},
+                )  # fmt: skip
+                conversation = started.headers[HEADER]
+                follow_up = await other_client.chat.completions.create(
+                    model=MODEL, messages=[{"role": "user", "content": "the note?"}],
+                    extra_headers={HEADER: conversation},
+                )  # fmt: skip
+                assert follow_up.choices[0].message.content == "chat-kept"
+    await until_no_sessions(kube, namespace)  # both servers stopped: conversations released
     await kube.checked("DELETE", f"{POOLS.format(ns=namespace)}/serve")
     await wait_no_leftovers(kube, namespace, timeout_s=60)

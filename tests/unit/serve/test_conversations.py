@@ -10,6 +10,7 @@ from sandfleet.serve.conversations import Conversation, ConversationStore, Store
 from sandfleet.serve.handoff import (
     conversation_of,
     history_of,
+    is_conversation_id,
     response_id_for,
     seconds_since_used,
 )
@@ -93,3 +94,9 @@ def test_a_state_read_back_keeps_only_well_formed_exchanges() -> None:
     assert seconds_since_used(None) is None
     assert seconds_since_used({"updated": "soon"}) is None
     assert (seconds_since_used({"updated": 1.0}) or 0) > 0
+
+
+def test_only_conversation_ids_of_serves_shape_are_claimed_with() -> None:
+    assert is_conversation_id("conv_0123456789abcdef01234567")
+    for other in ("new", "conv_", "conv_../../x", "conv_a b", "conv_" + "a" * 65, "résumé"):
+        assert not is_conversation_id(other)
