@@ -89,6 +89,11 @@ def test_the_example_config_loads() -> None:
     config = load_serve_config(example, {})
     assert set(config.models) == {"sandboxed-coder", "sandboxed-coder-online"}
     assert config.models["sandboxed-coder-online"].spec.egress == "internet"
+    cluster = load_serve_config(example.with_name("serve-cluster.toml"), {})
+    assert cluster.models["sandboxed-coder"].spec.sandbox == "cluster"
+    assert (cluster.gateway.namespace, cluster.models["sandboxed-coder"].spec.pool) == (
+        "team-a", "warm",
+    )  # fmt: skip
 
 
 CLUSTER = """
