@@ -104,3 +104,10 @@ def test_serve_refuses_installs_it_cannot_serve(
     with pytest.raises(HelmError) as failure:
         helm.template(values={**ON, **values})
     assert message in str(failure.value)
+
+
+def test_two_replicas_get_a_disruption_budget_one_gets_none(helm: Helm) -> None:
+    assert not [m for m in helm.template(values=ON) if m["kind"] == "PodDisruptionBudget"
+                and m["metadata"]["name"] == SERVE]  # fmt: skip
+    two = helm.template(values={**ON, "serve": {**ON["serve"], "replicas": 2}})
+    assert only(two, "PodDisruptionBudget", SERVE)["spec"]["maxUnavailable"] == 1
