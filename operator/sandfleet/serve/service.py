@@ -17,7 +17,7 @@ from pathlib import Path
 
 from sandfleet.agent import OpenAIChatModel, StopReason, Task, openai_model
 from sandfleet.backends.local import LocalSandboxConfig
-from sandfleet.errors import SandfleetError
+from sandfleet.errors import QuotaExceededError, SandfleetError
 from sandfleet.logs import get_logger
 from sandfleet.sandbox.copy_back import CopyLimits
 from sandfleet.sandbox.facade import Sandbox
@@ -204,6 +204,11 @@ class ServeService:
         claimed = time.perf_counter()
         try:
             sandbox = await self._source(job).take(job.conversation_id if job.keep else None)
+        except QuotaExceededError as error:  # cluster mode: the namespace's sessions are full
+            raise ApiError(
+                429, f"no sandbox now: {error}", error_type="rate_limit_error",
+                code="sandbox_quota_exceeded", headers={"Retry-After": "5"},
+            ) from error  # fmt: skip
         except (SandfleetError, OSError) as error:
             log.warning("serve_sandbox_start_failed", model=job.served.name, error=str(error))
             raise ApiError(
