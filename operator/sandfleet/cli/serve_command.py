@@ -82,7 +82,7 @@ def serve_command(args: argparse.Namespace, settings: Settings, console: Console
         return fail(str(error))
     host = args.host or config.server.host
     port = config.server.port if args.port is None else args.port
-    if host not in _LOOPBACK and config.api_key is None:
+    if host not in _LOOPBACK and config.api_key is None and config.gateway.identity != "client":
         return fail(
             f"listening on {host} needs an API key for clients: set {API_KEY_ENV} or "
             "server.api_key_env in the config"

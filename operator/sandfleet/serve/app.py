@@ -33,7 +33,7 @@ from sandfleet.serve.exchanges import CONVERSATION_HEADER, ChatExchange, Respons
 from sandfleet.serve.files import output_file
 from sandfleet.serve.handoff import conversation_of
 from sandfleet.serve.metrics import ServeMetrics
-from sandfleet.serve.requests import read_json, tenant_of
+from sandfleet.serve.requests import client_token_of, read_json, tenant_of
 from sandfleet.serve.service import Running, ServeService
 
 log = get_logger(__name__)
@@ -85,7 +85,7 @@ class _Routes:
             request.state.model = "-"
             started = time.perf_counter()
             try:
-                request.state.tenant = tenant_of(request.headers, self.config.api_key)
+                request.state.tenant = self._tenant(request)
                 response = await handler(request)
             except ApiError as error:
                 response = error_response(error)
@@ -188,6 +188,13 @@ class _Routes:
         if path is None:
             raise ApiError(404, f"no output file {name!r}", param="name", code="file_not_found")
         return FileResponse(path, filename=path.name)
+
+    def _tenant(self, request: Request) -> str:
+        if self.config.gateway.identity == "client":
+            tenant, token = client_token_of(request.headers)
+            self.service.tokens.remember(tenant, token)
+            return tenant
+        return tenant_of(request.headers, self.config.api_key)
 
     def _stored(self, request: Request) -> StoredResponse:
         key = request.path_params["response_id"]

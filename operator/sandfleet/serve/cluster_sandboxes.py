@@ -103,14 +103,17 @@ class ClusterSandboxSource:
     def refill(self) -> None:
         """Nothing to refill: the operator keeps the pool at its size."""
 
-    async def take(self, claim_id: str | None = None) -> Sandbox:
+    async def take(self, claim_id: str | None = None, *, token: str | None = None) -> Sandbox:
         """A claimed sandbox; raises SandfleetError (a GatewayError) when none is given.
         With `claim_id` the claim is idempotent: the gateway names the session from it, and
         a later claim with the same id (from any replica of this identity) returns the same
-        session while it exists (a new one once it is gone)."""
-        backend = self._backend
-        if claim_id is not None:
-            backend = GatewayBackend(dataclasses.replace(backend.request, claim_id=claim_id))
+        session while it exists (a new one once it is gone). `token`: claim as that caller
+        (a client's own token) instead of serve's identity."""
+        request = self._backend.request
+        if token is not None and request.target is not None:
+            caller = dataclasses.replace(request.target, token=token, token_source=None)
+            request = dataclasses.replace(request, target=caller)
+        backend = GatewayBackend(dataclasses.replace(request, claim_id=claim_id))
         opened = await backend.open()
         self.open += 1
         sandbox = ClusterSandbox.from_opened(opened, tool_timeout_s=self._tool_timeout_s)

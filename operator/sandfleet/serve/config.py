@@ -119,6 +119,10 @@ class GatewaySpec(_Strict):
     """Where sessions go unless a model names one; None: the kubeconfig's (in a pod: its own)."""
     claim_timeout_seconds: float = Field(default=120.0, gt=0)
     """How long a cold start may take when the pool has no idle pod."""
+    identity: Literal["serve", "client"] = "serve"
+    """Whose token claims: serve's own (above), or each client's bearer token passed through
+    (a ServiceAccount token as the OpenAI api_key; the gateway's TokenReview, RBAC and
+    quotas then decide per client, and serve checks no key of its own)."""
 
 
 class ServeFile(_Strict):
@@ -169,10 +173,18 @@ def load_serve_config(
                           _agent_config(path, name, spec, env))
         for name, spec in parsed.models.items()
     }  # fmt: skip
+    gateway = parsed.gateway or GatewaySpec()
+    if gateway.identity == "client":
+        local = sorted(name for name, m in models.items() if m.spec.sandbox != "cluster")
+        if local:
+            raise ServeConfigError(
+                f"{path}: gateway.identity: client tokens are checked by the gateway only, so "
+                f"every model must be on the cluster (local: {', '.join(local)})"
+            )
+        return ServeConfig(parsed.server, models, None, gateway=gateway)
     return ServeConfig(
-        parsed.server, models, _server_key(path, parsed.server, env),
-        gateway=parsed.gateway or GatewaySpec(),
-    )  # fmt: skip
+        parsed.server, models, _server_key(path, parsed.server, env), gateway=gateway
+    )
 
 
 def _sandbox_checked(

@@ -17,14 +17,14 @@ from pathlib import Path
 
 from sandfleet.agent import OpenAIChatModel, StopReason, Task, openai_model
 from sandfleet.backends.local import LocalSandboxConfig
-from sandfleet.errors import QuotaExceededError, SandfleetError
+from sandfleet.errors import SandfleetError
 from sandfleet.logs import get_logger
 from sandfleet.sandbox.copy_back import CopyLimits
 from sandfleet.sandbox.facade import Sandbox
 from sandfleet.serve.config import ServeConfig, ServedModel
 from sandfleet.serve.conversations import Conversation, ConversationStore
 from sandfleet.serve.engine import Emit, Outcome, StepEvent, forget_answer, run_loop
-from sandfleet.serve.errors import ApiError, bad_request, upstream_failed
+from sandfleet.serve.errors import ApiError, bad_request, claim_failed, upstream_failed
 from sandfleet.serve.handoff import (
     conversation_of,
     history_of,
@@ -35,6 +35,7 @@ from sandfleet.serve.handoff import (
 )
 from sandfleet.serve.limits import TenantLimiter
 from sandfleet.serve.metrics import ServeMetrics
+from sandfleet.serve.requests import ClientTokens
 from sandfleet.serve.sandboxes import LocalSandboxSource, SandboxSource
 
 log = get_logger(__name__)
@@ -94,6 +95,8 @@ class ServeService:
                                   max_files=server.max_output_files)  # fmt: skip
         self._sources = _sources(config)
         self._upstreams: dict[str, OpenAIChatModel] = {}
+        self.tokens = ClientTokens()
+        """gateway.identity = client: each tenant's latest bearer token, claimed with."""
 
     async def start(self) -> None:
         for name, served in self.models.items():
@@ -203,18 +206,12 @@ class ServeService:
             return sandbox
         claimed = time.perf_counter()
         try:
-            sandbox = await self._source(job).take(job.conversation_id if job.keep else None)
-        except QuotaExceededError as error:  # cluster mode: the namespace's sessions are full
-            raise ApiError(
-                429, f"no sandbox now: {error}", error_type="rate_limit_error",
-                code="sandbox_quota_exceeded", headers={"Retry-After": "5"},
-            ) from error  # fmt: skip
+            sandbox = await self._source(job).take(
+                job.conversation_id if job.keep else None, token=self.tokens.get(job.tenant)
+            )
         except (SandfleetError, OSError) as error:
             log.warning("serve_sandbox_start_failed", model=job.served.name, error=str(error))
-            raise ApiError(
-                503, f"no sandbox could be started: {error}",
-                error_type="server_error", code="sandbox_unavailable",
-            ) from error  # fmt: skip
+            raise claim_failed(error) from error
         self.metrics.claimed(job.served.name, time.perf_counter() - claimed)
         return sandbox
 
@@ -293,7 +290,7 @@ class ServeService:
     async def _adopt(self, key: str, tenant: str, model: str) -> None:
         source = self._sources[model]
         try:
-            sandbox = await source.take(key)
+            sandbox = await source.take(key, token=self.tokens.get(tenant))
         except (SandfleetError, OSError) as error:
             log.warning("serve_conversation_not_reclaimed", conversation=key, error=str(error))
             return

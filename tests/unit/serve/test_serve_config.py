@@ -155,3 +155,17 @@ def test_a_token_file_is_read_again_on_every_claim(tmp_path: Path) -> None:
     token.write_text("")
     with pytest.raises(GatewayConfigError, match="is empty"):
         target.current_token()
+
+
+def test_client_identity_needs_every_model_on_the_cluster_and_no_key_of_its_own(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "serve.toml"
+    path.write_text(
+        CLUSTER.replace('namespace = "team-a"', 'namespace = "team-a"\nidentity = "client"')
+    )
+    config = load_serve_config(path, {"SANDFLEET_SERVE_API_KEY": "ignored"})
+    assert (config.gateway.identity, config.api_key) == ("client", None)
+    path.write_text(path.read_text().replace('sandbox = "cluster"\npool = "python"\n', ""))
+    with pytest.raises(ServeConfigError, match=r"gateway\.identity: .*local: coder"):
+        load_serve_config(path, {})
