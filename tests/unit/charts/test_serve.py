@@ -111,3 +111,18 @@ def test_two_replicas_get_a_disruption_budget_one_gets_none(helm: Helm) -> None:
                 and m["metadata"]["name"] == SERVE]  # fmt: skip
     two = helm.template(values={**ON, "serve": {**ON["serve"], "replicas": 2}})
     assert only(two, "PodDisruptionBudget", SERVE)["spec"]["maxUnavailable"] == 1
+
+
+def test_with_client_identity_no_key_is_needed_and_clients_tokens_claim(
+    helm: Helm, tmp_path: Path
+) -> None:
+    values = {**ON, "serve": {**ON["serve"], "identity": "client", "apiKeySecret": {"name": ""}}}
+    rendered = helm.template(values=values)
+    path = tmp_path / "serve.yaml"
+    path.write_text(only(rendered, "ConfigMap", SERVE)["data"]["serve.yaml"])
+    config = load_serve_config(path, {"UPSTREAM_KEY": "u"}, backend="kubernetes")
+    assert (config.gateway.identity, config.api_key, config.server.api_key_env) == (
+        "client", None, None,
+    )  # fmt: skip
+    spec = only(rendered, "Deployment", SERVE)["spec"]["template"]["spec"]
+    assert "SANDFLEET_SERVE_API_KEY" not in {e["name"] for e in spec["containers"][0]["env"]}
