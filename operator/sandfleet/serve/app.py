@@ -29,10 +29,11 @@ from sandfleet.serve.catalog import model_body, models_page
 from sandfleet.serve.conversations import StoredResponse
 from sandfleet.serve.engine import Outcome
 from sandfleet.serve.errors import ApiError, internal_error
-from sandfleet.serve.exchanges import ChatExchange, ResponsesExchange
+from sandfleet.serve.exchanges import CONVERSATION_HEADER, ChatExchange, ResponsesExchange
 from sandfleet.serve.files import output_file
+from sandfleet.serve.handoff import conversation_of
 from sandfleet.serve.metrics import ServeMetrics
-from sandfleet.serve.requests import read_json, tenant_of
+from sandfleet.serve.requests import client_token_of, read_json, tenant_of
 from sandfleet.serve.service import Running, ServeService
 
 log = get_logger(__name__)
@@ -84,7 +85,7 @@ class _Routes:
             request.state.model = "-"
             started = time.perf_counter()
             try:
-                request.state.tenant = tenant_of(request.headers, self.config.api_key)
+                request.state.tenant = self._tenant(request)
                 response = await handler(request)
             except ApiError as error:
                 response = error_response(error)
@@ -116,6 +117,10 @@ class _Routes:
 
     async def chat_completions(self, request: Request) -> Response:
         body = await self._body(request)
+        wanted, model = request.headers.get(CONVERSATION_HEADER), body.get("model")
+        if wanted and isinstance(model, str):
+            # Cluster mode: the conversation may have been started by another replica.
+            await self.service.continue_conversation(wanted, request.state.tenant, model)
         exchange = ChatExchange.read(self.service, request.state.tenant, body, request.headers)
         request.state.model = exchange.job.served.name
         running = exchange.start()
@@ -126,6 +131,11 @@ class _Routes:
 
     async def create_response(self, request: Request) -> Response:
         body = await self._body(request)
+        previous, model = body.get("previous_response_id"), body.get("model")
+        if isinstance(previous, str) and isinstance(model, str):
+            # Cluster mode: the conversation may have been started by another replica.
+            key = conversation_of(previous)
+            await self.service.continue_conversation(key, request.state.tenant, model)
         exchange = ResponsesExchange.read(self.service, request.state.tenant, body)
         request.state.model = exchange.job.served.name
         running = exchange.start()
@@ -160,6 +170,13 @@ class _Routes:
         return JSONResponse(self._stored(request).body)
 
     async def delete_response(self, request: Request) -> Response:
+        key = request.path_params["response_id"]
+        tenant = request.state.tenant
+        # Cluster mode: another replica answered it; its conversation still ends here.
+        if self.service.store.response(key, tenant) is None and (
+            await self.service.end_conversation_of(key, tenant)
+        ):
+            return JSONResponse({"id": key, "object": "response", "deleted": True})
         stored = self._stored(request)
         await self.service.store.delete_response(stored.id)
         return JSONResponse({"id": stored.id, "object": "response", "deleted": True})
@@ -171,6 +188,13 @@ class _Routes:
         if path is None:
             raise ApiError(404, f"no output file {name!r}", param="name", code="file_not_found")
         return FileResponse(path, filename=path.name)
+
+    def _tenant(self, request: Request) -> str:
+        if self.config.gateway.identity == "client":
+            tenant, token = client_token_of(request.headers)
+            self.service.tokens.remember(tenant, token)
+            return tenant
+        return tenant_of(request.headers, self.config.api_key)
 
     def _stored(self, request: Request) -> StoredResponse:
         key = request.path_params["response_id"]

@@ -60,8 +60,15 @@ class UpstreamSpec(_Strict):
 class ServedModelSpec(_Strict):
     upstream: UpstreamSpec
     description: str = ""
-    sandbox: Literal["local"] = "local"
-    """Where sandboxes come from; `local` (the embedded backend) is the only source yet."""
+    sandbox: Literal["local", "cluster"] = "local"
+    """Where sandboxes come from: `local` (the embedded backend) or `cluster` (claimed
+    through the sandfleet gateway named in the file's [gateway] table)."""
+    pool: str | None = None
+    """cluster: the SandboxPool to claim from (warm pods while it has idle ones)."""
+    template: str | None = None
+    """cluster: a SandboxTemplate (cold starts); neither: the operator's default image."""
+    namespace: str | None = None
+    """cluster: where the sessions go (default: the [gateway] table's namespace)."""
     system_prompt: str | None = None
     """A seed-format template; None: the paper's default prompt."""
     max_turns: int = Field(default=30, ge=1)
@@ -74,7 +81,8 @@ class ServedModelSpec(_Strict):
     egress: Literal["none", "internet", "all"] = "none"
     isolation: Literal["auto", "namespaces", "none"] = "auto"
     warm: int = Field(default=1, ge=0)
-    """Local sandboxes kept started, so a request does not wait for one to boot."""
+    """Local sandboxes kept started, so a request does not wait for one to boot (on a
+    cluster the pool is the warm set: unused)."""
 
 
 class ServerSpec(_Strict):
@@ -94,8 +102,32 @@ class ServerSpec(_Strict):
     """Serve Prometheus metrics at /metrics."""
 
 
+class GatewaySpec(_Strict):
+    """Cluster mode: the gateway that claims sandboxes, and serve's own identity there."""
+
+    address: str | None = None
+    """host:port (an https:// prefix means TLS); None: SANDFLEET_GATEWAY, then the kubeconfig."""
+    token_env: str | None = None
+    """A variable holding the bearer token; None: SANDFLEET_GATEWAY_TOKEN, then the kubeconfig
+    (in a pod: its ServiceAccount's token, re-read as it rotates)."""
+    token_file: Path | None = None
+    """A file holding the token, re-read on every claim (a projected ServiceAccount token
+    rotates); the chart mounts one here."""
+    ca_file: Path | None = None
+    """The gateway's CA bundle (implies TLS)."""
+    namespace: str | None = None
+    """Where sessions go unless a model names one; None: the kubeconfig's (in a pod: its own)."""
+    claim_timeout_seconds: float = Field(default=120.0, gt=0)
+    """How long a cold start may take when the pool has no idle pod."""
+    identity: Literal["serve", "client"] = "serve"
+    """Whose token claims: serve's own (above), or each client's bearer token passed through
+    (a ServiceAccount token as the OpenAI api_key; the gateway's TokenReview, RBAC and
+    quotas then decide per client, and serve checks no key of its own)."""
+
+
 class ServeFile(_Strict):
     server: ServerSpec = ServerSpec()
+    gateway: GatewaySpec | None = None
     models: dict[str, ServedModelSpec]
 
 
@@ -114,10 +146,18 @@ class ServeConfig:
     models: Mapping[str, ServedModel]
     api_key: str | None = dataclasses.field(default=None, repr=False)
     """The static key clients must present; None: no key (a loopback-only default)."""
+    gateway: GatewaySpec = dataclasses.field(default_factory=GatewaySpec)
+    """Cluster mode's gateway (used by models with `sandbox = "cluster"`)."""
 
 
-def load_serve_config(path: Path, environ: Mapping[str, str] | None = None) -> ServeConfig:
-    """Read and check `path` (.toml, .yaml or .yml); raises ServeConfigError."""
+Backend = Literal["local", "kubernetes"]
+
+
+def load_serve_config(
+    path: Path, environ: Mapping[str, str] | None = None, *, backend: Backend | None = None
+) -> ServeConfig:
+    """Read and check `path` (.toml, .yaml or .yml); raises ServeConfigError. `backend`
+    (the --backend flag) puts every served model's sandboxes there."""
     env = os.environ if environ is None else environ
     raw = _read(path)
     try:
@@ -129,10 +169,43 @@ def load_serve_config(path: Path, environ: Mapping[str, str] | None = None) -> S
     if not parsed.models:
         raise ServeConfigError(f"{path}: models: name at least one served model")
     models = {
-        name: ServedModel(name, spec, _agent_config(path, name, spec, env))
+        name: ServedModel(name, _sandbox_checked(path, name, spec, backend),
+                          _agent_config(path, name, spec, env))
         for name, spec in parsed.models.items()
-    }
-    return ServeConfig(parsed.server, models, _server_key(path, parsed.server, env))
+    }  # fmt: skip
+    gateway = parsed.gateway or GatewaySpec()
+    if gateway.identity == "client":
+        local = sorted(name for name, m in models.items() if m.spec.sandbox != "cluster")
+        if local:
+            raise ServeConfigError(
+                f"{path}: gateway.identity: client tokens are checked by the gateway only, so "
+                f"every model must be on the cluster (local: {', '.join(local)})"
+            )
+        return ServeConfig(parsed.server, models, None, gateway=gateway)
+    return ServeConfig(
+        parsed.server, models, _server_key(path, parsed.server, env), gateway=gateway
+    )
+
+
+def _sandbox_checked(
+    path: Path, name: str, spec: ServedModelSpec, backend: Backend | None
+) -> ServedModelSpec:
+    """`spec` with the --backend override applied; pool, template and namespace are cluster
+    settings, refused on a local model (a typo must not silently run locally)."""
+    if backend is not None:
+        spec = spec.model_copy(
+            update={"sandbox": "cluster" if backend == "kubernetes" else "local"}
+        )
+    if spec.sandbox == "local":
+        for key in ("pool", "template", "namespace"):
+            if getattr(spec, key) is not None:
+                raise ServeConfigError(
+                    f'{path}: models.{name}.{key}: only for sandbox = "cluster" '
+                    "(or --backend kubernetes)"
+                )
+    elif spec.pool is not None and spec.template is not None:
+        raise ServeConfigError(f"{path}: models.{name}: name a pool or a template, not both")
+    return spec
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -48,12 +48,17 @@ class StoredResponse:
 
 
 Release = Callable[[Conversation], Awaitable[None]]
+UsedElsewhere = Callable[[Conversation], Awaitable[float | None]]
+"""Seconds since another replica last answered in the conversation (None: unknown)."""
 
 
 class ConversationStore:
-    def __init__(self, *, ttl_s: float, release: Release) -> None:
+    def __init__(
+        self, *, ttl_s: float, release: Release, used_elsewhere: UsedElsewhere | None = None
+    ) -> None:
         self._ttl_s = ttl_s
         self._release = release
+        self._used_elsewhere = used_elsewhere
         self.conversations: dict[str, Conversation] = {}
         self.responses: dict[str, StoredResponse] = {}
         self._reaper: asyncio.Task[None] | None = None
@@ -110,9 +115,25 @@ class ConversationStore:
             for c in self.conversations.values()
             if not c.busy and moment - c.last_used > self._ttl_s
         ]
+        ended = 0
         for key in idle:
+            if await self._still_used(key, moment):
+                continue
             await self.end(key)
-        return len(idle)
+            ended += 1
+        return ended
+
+    async def _still_used(self, key: str, moment: float) -> bool:
+        """Whether another replica answered in the conversation within the TTL (then its
+        idle clock restarts from that answer instead of the sandbox being released)."""
+        conversation = self.conversations.get(key)
+        if conversation is None or self._used_elsewhere is None:
+            return False
+        ago = await self._used_elsewhere(conversation)
+        if ago is None or ago > self._ttl_s:
+            return False
+        conversation.last_used = moment - ago
+        return True
 
     async def _reap_forever(self) -> None:
         period = min(max(self._ttl_s / 4, 0.5), 60.0)

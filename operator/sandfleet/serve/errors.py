@@ -6,7 +6,7 @@ from typing import Any
 
 from openai.types import ErrorObject
 
-from sandfleet.errors import SandfleetError
+from sandfleet.errors import GatewayAuthError, QuotaExceededError, SandfleetError
 
 INVALID_REQUEST = "invalid_request_error"
 
@@ -57,3 +57,18 @@ def internal_error() -> ApiError:
     """What a client sees of a bug: never a traceback (the log has it)."""
     return ApiError(500, "internal server error (the server log has the details)",
                     error_type="server_error", code="internal_error")  # fmt: skip
+
+
+def claim_failed(error: Exception) -> ApiError:
+    """No sandbox for a request: 503, except what the gateway says of the caller in cluster
+    mode (a full namespace quota: 429 with Retry-After; a token or RBAC refused: 401/403,
+    which with gateway.identity = client is the client's own token)."""
+    if isinstance(error, QuotaExceededError):
+        return ApiError(429, f"no sandbox now: {error}", error_type="rate_limit_error",
+                        code="sandbox_quota_exceeded", headers={"Retry-After": "5"})  # fmt: skip
+    if isinstance(error, GatewayAuthError):
+        status = 403 if error.code == "PERMISSION_DENIED" else 401
+        return ApiError(status, f"the gateway refused the claim: {error}",
+                        code="sandbox_claim_refused")  # fmt: skip
+    return ApiError(503, f"no sandbox could be started: {error}",
+                    error_type="server_error", code="sandbox_unavailable")  # fmt: skip

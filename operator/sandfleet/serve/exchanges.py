@@ -15,6 +15,7 @@ from sandfleet.serve.conversations import Conversation, StoredResponse
 from sandfleet.serve.engine import Outcome, StepEvent, StepStarted
 from sandfleet.serve.errors import ApiError, bad_request
 from sandfleet.serve.files import unique_files
+from sandfleet.serve.handoff import conversation_of, response_id_for
 from sandfleet.serve.prompts import problem_statement
 from sandfleet.serve.requests import parse
 from sandfleet.serve.service import Job, Running, Sampling, ServeService, new_id
@@ -60,6 +61,19 @@ def _conversation(
         raise ApiError(409, "the conversation is answering another request; retry after it",
                        param=param, code="conversation_busy")  # fmt: skip
     return conversation
+
+
+def _previous_conversation(service: ServeService, response_id: str, tenant: str) -> str:
+    """The conversation a previous_response_id continues: its stored response's, else (a
+    response another replica answered) the one its id names, when that is known here."""
+    stored = service.store.response(response_id, tenant)
+    if stored is not None:
+        return stored.conversation_id or ""
+    named = conversation_of(response_id)
+    if named is not None and named in service.store.conversations:
+        return named
+    raise bad_request(f"no response {response_id!r} is stored here",
+                      "previous_response_id", "not_found")  # fmt: skip
 
 
 def _hold(running: Running, conversation: Conversation | None) -> Running:
@@ -152,17 +166,16 @@ class ResponsesExchange:
         named = unique_files(files)
         conversation = None
         if request.previous_response_id is not None:
-            stored = service.store.response(request.previous_response_id, tenant)
-            if stored is None:
-                raise bad_request(f"no response {request.previous_response_id!r} is stored here",
-                                  "previous_response_id", "not_found")  # fmt: skip
-            conversation = _conversation(service, stored.conversation_id or "", tenant,
-                                         served.name, "previous_response_id")  # fmt: skip
+            key = _previous_conversation(service, request.previous_response_id, tenant)
+            conversation = _conversation(service, key, tenant, served.name,
+                                         "previous_response_id")  # fmt: skip
         history = conversation.history if conversation is not None else ()
         sampling = Sampling(request.temperature, request.top_p, request.max_output_tokens)
-        job = Job(served, tenant, responses.ENDPOINT, new_id("resp"), turns[-1].text,
+        key = conversation.id if conversation is not None else new_id("conv")
+        response_id = response_id_for(key, new_id("r").removeprefix("r_"))
+        job = Job(served, tenant, responses.ENDPOINT, response_id, turns[-1].text,
                   problem_statement(turns, named, history), named, sampling, conversation,
-                  keep=request.store and conversation is None)  # fmt: skip
+                  keep=request.store and conversation is None, conversation_id=key)  # fmt: skip
         return cls(service, request, job, responses.ResponseShape(job.response_id, served.name,
                                                                   request))  # fmt: skip
 

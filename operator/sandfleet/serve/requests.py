@@ -36,6 +36,20 @@ def tenant_of(headers: Mapping[str, str], api_key: str | None) -> str:
     return "key-" + hashlib.sha256(token.encode()).hexdigest()[:12]
 
 
+def client_token_of(headers: Mapping[str, str]) -> tuple[str, str]:
+    """gateway.identity = client: the tenant a bearer token stands for, and the token (the
+    gateway checks it at the claim); 401 without one."""
+    token = bearer_token_of(headers.get("authorization"))
+    if not token:
+        raise ApiError(
+            401,
+            "send a Kubernetes bearer token as the API key (`Authorization: Bearer <token>`)",
+            error_type="invalid_request_error",
+            code="invalid_api_key",
+        )
+    return "token-" + hashlib.sha256(token.encode()).hexdigest()[:16], token
+
+
 async def read_json(
     chunks: AsyncIterator[bytes], content_length: str | None, limit: int
 ) -> dict[str, Any]:
@@ -84,3 +98,22 @@ def parse(model: type[ModelT], body: dict[str, Any]) -> ModelT:
             for part in _field_path(first["loc"])
         ).lstrip(".")
         raise bad_request(f"{param or 'body'}: {first['msg']}", param or "body") from None
+
+
+class ClientTokens:
+    """The latest bearer token of each client tenant (gateway.identity = client), at most
+    LIMIT of them (the least recently seen go first): claims are made with them."""
+
+    LIMIT = 10_000
+
+    def __init__(self) -> None:
+        self._tokens: dict[str, str] = {}
+
+    def remember(self, tenant: str, token: str) -> None:
+        self._tokens.pop(tenant, None)
+        self._tokens[tenant] = token
+        if len(self._tokens) > self.LIMIT:
+            del self._tokens[next(iter(self._tokens))]
+
+    def get(self, tenant: str) -> str | None:
+        return self._tokens.get(tenant)

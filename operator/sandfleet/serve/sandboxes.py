@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Protocol
 
 from sandfleet.backends.local import LocalBackend, LocalSandboxConfig
 from sandfleet.errors import SandfleetError
@@ -19,6 +20,21 @@ from sandfleet.sandbox.facade import Sandbox
 log = get_logger(__name__)
 
 RELEASE_TIMEOUT_S = 30.0
+
+
+class SandboxSource(Protocol):
+    """Where one served model's sandboxes come from (local, or the cluster's gateway)."""
+
+    open: int
+    """Sandboxes started or claimed and not yet closed."""
+
+    @property
+    def ready(self) -> int: ...
+    def start(self) -> None: ...
+    async def take(self, claim_id: str | None = None, *, token: str | None = None) -> Sandbox: ...
+    def refill(self) -> None: ...
+    def release(self, sandbox: Sandbox) -> None: ...
+    async def aclose(self) -> None: ...
 
 
 class LocalSandboxSource:
@@ -44,8 +60,9 @@ class LocalSandboxSource:
         """Begin filling the warm pool (in the background)."""
         self.refill()
 
-    async def take(self) -> Sandbox:
+    async def take(self, claim_id: str | None = None, *, token: str | None = None) -> Sandbox:
         """A started sandbox; raises SandfleetError (SandboxStartError) when none starts.
+        `claim_id` and `token` mean nothing locally (a cluster source claims with them).
 
         Taking one does not refill the pool: starting a sandbox costs CPU the request needs
         now. The service calls `refill` once the request has its answer."""
@@ -85,7 +102,7 @@ class LocalSandboxSource:
 
     async def _close(self, sandbox: Sandbox) -> None:
         try:
-            await _close(sandbox)
+            await close_quietly(sandbox)
         finally:
             self.open -= 1
 
@@ -101,7 +118,9 @@ class LocalSandboxSource:
         self._ready.append(sandbox)
 
 
-async def _close(sandbox: Sandbox) -> None:
+async def close_quietly(sandbox: Sandbox) -> None:
+    """Close (release) a sandbox, logging rather than raising, and giving up after
+    RELEASE_TIMEOUT_S."""
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(RELEASE_TIMEOUT_S):
             try:

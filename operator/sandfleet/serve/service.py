@@ -24,10 +24,19 @@ from sandfleet.sandbox.facade import Sandbox
 from sandfleet.serve.config import ServeConfig, ServedModel
 from sandfleet.serve.conversations import Conversation, ConversationStore
 from sandfleet.serve.engine import Emit, Outcome, StepEvent, forget_answer, run_loop
-from sandfleet.serve.errors import ApiError, bad_request, upstream_failed
+from sandfleet.serve.errors import ApiError, bad_request, claim_failed, upstream_failed
+from sandfleet.serve.handoff import (
+    conversation_of,
+    history_of,
+    is_conversation_id,
+    load_state,
+    save_state,
+    seconds_since_used,
+)
 from sandfleet.serve.limits import TenantLimiter
 from sandfleet.serve.metrics import ServeMetrics
-from sandfleet.serve.sandboxes import LocalSandboxSource
+from sandfleet.serve.requests import ClientTokens
+from sandfleet.serve.sandboxes import LocalSandboxSource, SandboxSource
 
 log = get_logger(__name__)
 
@@ -76,24 +85,18 @@ class ServeService:
         server = config.server
         self.metrics = ServeMetrics(config.models)
         self.limiter = TenantLimiter(server.max_concurrent_per_tenant)
-        self.store = ConversationStore(ttl_s=server.conversation_ttl_seconds, release=self._release)
+        self.store = ConversationStore(
+            ttl_s=server.conversation_ttl_seconds, release=self._release,
+            used_elsewhere=self._used_elsewhere,
+        )  # fmt: skip
         self._own_root = files_root is None
         self.files_root = files_root or Path(tempfile.mkdtemp(prefix="sandfleet-serve-"))
         self._limits = CopyLimits(max_bytes=server.max_output_bytes,
                                   max_files=server.max_output_files)  # fmt: skip
-        self._sources = {
-            name: LocalSandboxSource(
-                LocalSandboxConfig(
-                    isolation=served.spec.isolation,
-                    egress=served.spec.egress,
-                    state_dir=server.state_dir,
-                ),
-                tool_timeout_s=served.spec.tool_timeout_seconds,
-                warm=served.spec.warm,
-            )
-            for name, served in config.models.items()
-        }
+        self._sources = _sources(config)
         self._upstreams: dict[str, OpenAIChatModel] = {}
+        self.tokens = ClientTokens()
+        """gateway.identity = client: each tenant's latest bearer token, claimed with."""
 
     async def start(self) -> None:
         for name, served in self.models.items():
@@ -155,6 +158,8 @@ class ServeService:
             elif lost and job.conversation is not None:
                 await self.store.end(job.conversation.id)  # its sandbox is gone
             kept = self._keep(job, sandbox, outcome)
+            if job.conversation is not None and self.on_cluster(served.name):
+                await save_state(job.conversation)  # for the replica a follow-up reaches
         finally:
             self.metrics.loop_ended(
                 served.name,
@@ -201,13 +206,12 @@ class ServeService:
             return sandbox
         claimed = time.perf_counter()
         try:
-            sandbox = await self._source(job).take()
+            sandbox = await self._source(job).take(
+                job.conversation_id if job.keep else None, token=self.tokens.get(job.tenant)
+            )
         except (SandfleetError, OSError) as error:
             log.warning("serve_sandbox_start_failed", model=job.served.name, error=str(error))
-            raise ApiError(
-                503, f"no sandbox could be started: {error}",
-                error_type="server_error", code="sandbox_unavailable",
-            ) from error  # fmt: skip
+            raise claim_failed(error) from error
         self.metrics.claimed(job.served.name, time.perf_counter() - claimed)
         return sandbox
 
@@ -226,7 +230,7 @@ class ServeService:
         job.conversation = conversation
         return True
 
-    def _source(self, job: Job) -> LocalSandboxSource:
+    def _source(self, job: Job) -> SandboxSource:
         return self._sources[job.served.name]
 
     def warm_sandboxes(self) -> int:
@@ -239,6 +243,91 @@ class ServeService:
 
     async def _release(self, conversation: Conversation) -> None:
         self._sources[conversation.model].release(conversation.sandbox)
+
+    def on_cluster(self, model: str) -> bool:
+        return self.models[model].spec.sandbox == "cluster"
+
+    async def _used_elsewhere(self, conversation: Conversation) -> float | None:
+        if not self.on_cluster(conversation.model):
+            return None
+        return seconds_since_used(await load_state(conversation.sandbox))
+
+    async def continue_conversation(self, key: str | None, tenant: str, model: str) -> None:
+        """Cluster mode: make the conversation `key` (conversation_of a previous response
+        id, or a chat request's conversation header) known here before a follow-up is read,
+        whichever replica started it: claim its session again (the same claim id returns the
+        same session) and read its state from the sandbox, or refresh the history of one
+        known here from it (another replica may have answered since). Does nothing when the
+        conversation cannot be found: the follow-up is then refused as an unknown one."""
+        if key is None or not is_conversation_id(key):
+            return
+        if model not in self.models or not self.on_cluster(model):
+            return
+        known = self.store.conversations.get(key)
+        if known is not None:
+            if not known.busy and known.tenant == tenant:
+                state = await load_state(known.sandbox)
+                if state is not None:
+                    known.history = history_of(state)
+            return
+        await self._adopt(key, tenant, model)
+
+    async def end_conversation_of(self, response_id: str, tenant: str) -> bool:
+        """Cluster mode: end (release) the conversation a response another replica answered
+        names, found as continue_conversation finds it; False when there is none."""
+        key = conversation_of(response_id)
+        if key is None:
+            return False
+        for model in self.models:
+            if key not in self.store.conversations:
+                await self.continue_conversation(key, tenant, model)
+        conversation = self.store.conversations.get(key)
+        if conversation is None or conversation.tenant != tenant:
+            return False
+        await self.store.end(key)
+        return True
+
+    async def _adopt(self, key: str, tenant: str, model: str) -> None:
+        source = self._sources[model]
+        try:
+            sandbox = await source.take(key, token=self.tokens.get(tenant))
+        except (SandfleetError, OSError) as error:
+            log.warning("serve_conversation_not_reclaimed", conversation=key, error=str(error))
+            return
+        state = await load_state(sandbox)
+        if state is None or (state.get("tenant"), state.get("model")) != (tenant, model):
+            source.release(sandbox)  # a new session (the old one is gone), or not theirs
+            return
+        if key in self.store.conversations:  # adopted meanwhile by a concurrent request
+            return
+        conversation = Conversation(key, model, tenant, sandbox, history_of(state))
+        self.store.add(conversation)
+        log.info("serve_conversation_continued_here", conversation=key)
+
+
+def _sources(config: ServeConfig) -> dict[str, SandboxSource]:
+    """Each served model's sandbox source. Cluster mode resolves the gateway and serve's
+    identity here, so a missing address or token fails at start (GatewayConfigError)."""
+    sources: dict[str, SandboxSource] = {}
+    target = None
+    for name, served in config.models.items():
+        spec = served.spec
+        if spec.sandbox == "cluster":
+            from sandfleet.serve.cluster_sandboxes import ClusterSandboxSource, resolve_target
+
+            target = target or resolve_target(config.gateway)
+            sources[name] = ClusterSandboxSource(
+                target, config.gateway, spec,
+                conversation_ttl_s=config.server.conversation_ttl_seconds,
+            )  # fmt: skip
+            continue
+        local = LocalSandboxConfig(
+            isolation=spec.isolation, egress=spec.egress, state_dir=config.server.state_dir
+        )
+        sources[name] = LocalSandboxSource(
+            local, tool_timeout_s=spec.tool_timeout_seconds, warm=spec.warm
+        )
+    return sources
 
 
 _FAILED = frozenset({StopReason.MODEL_ERROR, StopReason.SANDBOX_LOST})

@@ -9,6 +9,7 @@ import socket
 import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -69,8 +70,8 @@ class RunningServer:
         self.base_url = f"http://127.0.0.1:{port}/v1"
 
     def client(self, **kwargs: object) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(base_url=self.base_url, api_key="unused", max_retries=0,
-                                  **kwargs)  # type: ignore[arg-type]  # fmt: skip
+        settings: dict[str, Any] = {"api_key": "unused", "max_retries": 0, **kwargs}
+        return openai.AsyncOpenAI(base_url=self.base_url, **settings)
 
 
 @contextlib.asynccontextmanager

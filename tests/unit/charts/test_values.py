@@ -23,9 +23,14 @@ PASS_THROUGH = {
       for key in ("affinity", "extraEnv/*", "tolerations/*")),
     "/operator/networkPolicy/modelEgress/*",
     "/snapshots/s3/egress/*",
+    "/serve/env/*",
+    "/serve/networkPolicy/upstreamEgress/*",
+    "/serve/models",
 }  # fmt: skip
-"""Kubernetes objects handed to the API server unchanged (it validates them); the only
-object nodes of the schema that accept keys it does not name."""
+"""Kubernetes objects handed to the API server unchanged (it validates them), and serve's
+models, which its own strict config check reads (tests/unit/charts/test_serve.py renders
+them and loads the result): the only object nodes of the schema that accept keys it does not
+name."""
 _KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z0-9_.-]+):(\s|$)")
 
 

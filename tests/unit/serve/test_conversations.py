@@ -7,6 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from sandfleet.serve.conversations import Conversation, ConversationStore, StoredResponse
+from sandfleet.serve.handoff import (
+    conversation_of,
+    history_of,
+    is_conversation_id,
+    response_id_for,
+    seconds_since_used,
+)
 
 
 class Released:
@@ -50,3 +57,46 @@ async def test_deleting_a_response_ends_its_conversation_and_removes_its_files(
     assert released.ids == ["c"]
     assert not files.exists()
     assert store.response("resp_1", "local") is None
+
+
+async def test_a_conversation_another_replica_answered_in_lately_is_kept_past_the_ttl() -> None:
+    released = Released()
+    elsewhere = {"recent": 10.0, "stale": 90.0}
+
+    async def used_elsewhere(conversation: Conversation) -> float | None:
+        return elsewhere.get(conversation.id)
+
+    store = ConversationStore(ttl_s=60, release=released, used_elsewhere=used_elsewhere)
+    for key in ("recent", "stale", "unknown"):
+        store.add(conversation(key, last_used=0))
+    assert await store.reap(now=100) == 2
+    assert released.ids == ["stale", "unknown"]
+    # Its idle clock restarted at the other replica's answer (100 - 10): ended 60 s later.
+    assert store.conversations["recent"].last_used == 90
+    assert await store.reap(now=149) == 0
+    elsewhere.clear()
+    assert await store.reap(now=151) == 1
+
+
+def test_a_response_id_names_its_conversation() -> None:
+    key = "conv_0123456789abcdef01234567"
+    response_id = response_id_for(key, "feedface")
+    assert response_id == "resp_0123456789abcdef01234567_feedface"
+    assert conversation_of(response_id) == key
+    for other in ("resp_abc", "chatcmpl_1_2", "resp_../x_1", ""):
+        assert conversation_of(other) is None
+
+
+def test_a_state_read_back_keeps_only_well_formed_exchanges() -> None:
+    state = {"history": [["q", "a"], ["only one"], "text", [1, 2]], "updated": 5}
+    assert history_of(state) == [("q", "a"), ("1", "2")]
+    assert history_of({"history": "no"}) == []
+    assert seconds_since_used(None) is None
+    assert seconds_since_used({"updated": "soon"}) is None
+    assert (seconds_since_used({"updated": 1.0}) or 0) > 0
+
+
+def test_only_conversation_ids_of_serves_shape_are_claimed_with() -> None:
+    assert is_conversation_id("conv_0123456789abcdef01234567")
+    for other in ("new", "conv_", "conv_../../x", "conv_a b", "conv_" + "a" * 65, "résumé"):
+        assert not is_conversation_id(other)

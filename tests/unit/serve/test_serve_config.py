@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from sandfleet.errors import GatewayConfigError
+from sandfleet.serve.cluster_sandboxes import resolve_target
 from sandfleet.serve.config import ServeConfigError, load_serve_config
 
 TOML = """
@@ -87,3 +89,83 @@ def test_the_example_config_loads() -> None:
     config = load_serve_config(example, {})
     assert set(config.models) == {"sandboxed-coder", "sandboxed-coder-online"}
     assert config.models["sandboxed-coder-online"].spec.egress == "internet"
+    cluster = load_serve_config(example.with_name("serve-cluster.toml"), {})
+    assert cluster.models["sandboxed-coder"].spec.sandbox == "cluster"
+    assert (cluster.gateway.namespace, cluster.models["sandboxed-coder"].spec.pool) == (
+        "team-a", "warm",
+    )  # fmt: skip
+
+
+CLUSTER = """
+[gateway]
+address = "gateway.sandfleet-system:50051"
+token_env = "SERVE_GATEWAY_TOKEN"
+namespace = "team-a"
+
+[models.coder]
+upstream.base_url = "http://127.0.0.1:8000/v1"
+upstream.model = "qwen"
+sandbox = "cluster"
+pool = "python"
+"""
+
+
+def test_a_cluster_model_claims_from_a_pool_through_the_named_gateway(tmp_path: Path) -> None:
+    path = tmp_path / "serve.toml"
+    path.write_text(CLUSTER)
+    config = load_serve_config(path, {})
+    coder = config.models["coder"].spec
+    assert (coder.sandbox, coder.pool, coder.template) == ("cluster", "python", None)
+    assert config.gateway.namespace == "team-a"
+    target = resolve_target(config.gateway, {"SERVE_GATEWAY_TOKEN": "sa-token"})
+    assert (target.address, target.current_token()) == (
+        "gateway.sandfleet-system:50051",
+        "sa-token",
+    )
+    with pytest.raises(GatewayConfigError, match=r"gateway\.token_env: SERVE_GATEWAY_TOKEN"):
+        resolve_target(config.gateway, {})
+
+
+def test_backend_kubernetes_moves_every_model_to_the_cluster_and_local_refuses_a_pool(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "serve.toml"
+    path.write_text(TOML)
+    config = load_serve_config(
+        path, {"MY_SERVE_KEY": "k", "UPSTREAM_KEY": "k"}, backend="kubernetes"
+    )
+    assert config.models["coder"].spec.sandbox == "cluster"
+    path.write_text(CLUSTER)
+    with pytest.raises(ServeConfigError, match=r"models\.coder\.pool: only for sandbox"):
+        load_serve_config(path, {}, backend="local")
+    path.write_text(CLUSTER.replace('pool = "python"', 'pool = "a"\ntemplate = "b"'))
+    with pytest.raises(ServeConfigError, match="a pool or a template, not both"):
+        load_serve_config(path, {})
+
+
+def test_a_token_file_is_read_again_on_every_claim(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("first\n")
+    path = tmp_path / "serve.toml"
+    path.write_text(CLUSTER.replace('token_env = "SERVE_GATEWAY_TOKEN"', f'token_file = "{token}"'))
+    target = resolve_target(load_serve_config(path, {}).gateway, {})
+    assert target.current_token() == "first"
+    token.write_text("rotated\n")
+    assert target.current_token() == "rotated"
+    token.write_text("")
+    with pytest.raises(GatewayConfigError, match="is empty"):
+        target.current_token()
+
+
+def test_client_identity_needs_every_model_on_the_cluster_and_no_key_of_its_own(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "serve.toml"
+    path.write_text(
+        CLUSTER.replace('namespace = "team-a"', 'namespace = "team-a"\nidentity = "client"')
+    )
+    config = load_serve_config(path, {"SANDFLEET_SERVE_API_KEY": "ignored"})
+    assert (config.gateway.identity, config.api_key) == ("client", None)
+    path.write_text(path.read_text().replace('sandbox = "cluster"\npool = "python"\n', ""))
+    with pytest.raises(ServeConfigError, match=r"gateway\.identity: .*local: coder"):
+        load_serve_config(path, {})
