@@ -55,6 +55,7 @@ from sandfleet.api.session import (
     FileSource,
     SandboxSessionSpec,
     SandboxSessionStatus,
+    SnapshotStatus,
 )
 from sandfleet.api.session_tokens import derive_session_token
 from sandfleet.api.template import (
@@ -117,6 +118,7 @@ __all__ = [
     "SandboxPoolStatus",
     "SandboxSessionSpec",
     "SandboxSessionStatus",
+    "SnapshotStatus",
     "SandboxTemplateSpec",
     "StatusCondition",
     "Toleration",
