@@ -92,6 +92,12 @@ class OperatorSettings(BaseSettings):
     trajectory_dir: Path = Path("/var/lib/sandfleet/trajectories")
     trajectory_retention_seconds: int = Field(default=7 * 24 * 3600, ge=60)
 
+    snapshot_dir: Path | None = None
+    """Where suspended sessions' snapshots are kept (a mounted volume: the chart's
+    PersistentVolumeClaim). None: no snapshot store, and a suspend is refused with a condition."""
+    snapshot_limit_bytes: int = Field(default=1024**3, ge=1)
+    """Largest snapshot a suspend may store; a bigger one is refused and the sandbox runs on."""
+
     kube_qps: float = Field(default=200.0, gt=0)
     """Sustained Kubernetes API requests per second (a token bucket)."""
     kube_burst: int = Field(default=400, ge=1)
