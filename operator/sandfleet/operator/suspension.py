@@ -88,7 +88,8 @@ async def save_snapshot(
             f"(SANDFLEET_OPERATOR_SNAPSHOT_LIMIT_BYTES); the biggest paths: {biggest}; "
             "the sandbox keeps running",
         ) from None
-    except SnapshotStoreUnavailableError as exc:
+    except (SnapshotStoreUnavailableError, OSError) as exc:
+        # OSError: a store's own clean-up failing too (the volume store's, on a broken path).
         raise TransitionError(
             Reason.SNAPSHOT_STORE_UNAVAILABLE,
             "store_unavailable",

@@ -298,7 +298,7 @@ GATEWAY_CALLS = {
         ("authentication.k8s.io", ["tokenreviews"], ["create"]),
         ("authorization.k8s.io", ["subjectaccessreviews"], ["create"]),
         ("", ["pods"], ["get", "list", "watch", "patch", "delete"]),
-        (api.GROUP, [SESSIONS], ["get", "list", "watch", "create", "delete"]),
+        (api.GROUP, [SESSIONS], ["get", "list", "watch", "create", "patch", "delete"]),
         (api.GROUP, [POOLS, TEMPLATES], ["get", "list", "watch"]),
         ("", ["secrets"], ["get"]),
     ]
