@@ -4,9 +4,9 @@ NetworkPolicy; a store that cannot be written leaves the sandbox running."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import time
-from pathlib import Path
 
 import pytest
 
@@ -121,8 +121,9 @@ async def test_a_store_that_cannot_be_written_leaves_the_sandbox_running(
     kube: KubeApi, namespace: str, operator: OperatorProcess
 ) -> None:
     # A file where the namespace's folder would go: the store cannot write there.
-    operator.snapshot_dir.mkdir(parents=True, exist_ok=True)
-    Path(operator.snapshot_dir / namespace).write_text("in the way")
+    in_the_way = operator.snapshot_dir / namespace
+    await asyncio.to_thread(in_the_way.parent.mkdir, parents=True, exist_ok=True)
+    await asyncio.to_thread(in_the_way.write_text, "in the way")
     await create_session(kube, namespace, "stays", {})
     body = await wait_session(kube, namespace, "stays", phase_is("Ready", "Failed"))
     await set_suspend(kube, namespace, "stays", True)
