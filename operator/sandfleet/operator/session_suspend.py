@@ -72,6 +72,9 @@ class SessionSuspender:
         self._status = status
         self._event = event
         self._refused_generation: int | None = None
+        self._spec_generation = 0
+        """The generation of this operator's own spec.suspend patch (an idle suspend): the
+        live body is not read for a resume before the watch has brought it."""
         self._log = log.bind(session=f"{ref.namespace}/{ref.name}")
 
     # --- requests --------------------------------------------------------------------------
@@ -105,6 +108,10 @@ class SessionSuspender:
             self._ctx.metrics.transition_failed("suspend", exc.metric)
             self._log.warning("suspend_failed", reason=exc.reason, error=str(exc))
             return False
+        if not self.wants_suspend():
+            # An idle suspend: spec.suspend true records it, so the session stays suspended
+            # (across operator restarts too) until someone sets it false again.
+            await self._mark_suspended()
         when = dt.datetime.fromtimestamp(stored.stored_at, dt.UTC)
         message = f"{why}: snapshot of {stored.size_bytes} bytes stored; {NOT_KEPT}"
         self._status.set(
@@ -125,6 +132,16 @@ class SessionSuspender:
         self._event(False, Reason.SUSPENDED, message)
         self._log.info("session_suspended", bytes=stored.size_bytes, seconds=round(elapsed, 3))
         return True
+
+    async def _mark_suspended(self) -> None:
+        path = resource_path(API_VERSION, SESSION_PLURAL, self._ref.namespace, self._ref.name)
+        patched = await self._ctx.kube.patch(path, {"spec": {"suspend": True}})
+        self._spec_generation = int(patched["metadata"].get("generation", 0))
+
+    def _resume_asked(self) -> bool:
+        if self._generation() < self._spec_generation:
+            return False  # our own suspend patch has not reached the live body yet
+        return not (self._body.get("spec") or {}).get("suspend")
 
     async def _release(self, token: str | None) -> None:
         """The pod back to its pool (when it recycles) or deleted, the Secret and the
@@ -169,7 +186,7 @@ class SessionSuspender:
             deadline = asyncio.get_running_loop().time() + left
         self._ctx.metrics.snapshot_held(self._ref.namespace, size, held=True)
         try:
-            while bool((self._body.get("spec") or {}).get("suspend")):
+            while not self._resume_asked():
                 if deadline is not None and asyncio.get_running_loop().time() >= deadline:
                     self._log.info("suspended_ttl_expired", ttl_s=ttl)
                     await delete_session(

@@ -139,3 +139,17 @@ async def test_a_store_that_cannot_be_written_leaves_the_sandbox_running(
     assert body["status"]["phase"] == "Ready"
     assert (await bash(kube, namespace, body, "echo alive")).strip() == "alive"
     await kube.checked("DELETE", f"{SESSIONS.format(ns=namespace)}/stays")
+
+
+async def test_an_idle_session_is_suspended_and_its_ttl_deletes_it_with_its_snapshot(
+    kube: KubeApi, namespace: str, operator: OperatorProcess
+) -> None:
+    lifecycle = {"idleTimeoutSeconds": 2, "idleAction": "Suspend", "suspendedTTLSeconds": 4}
+    await create_session(kube, namespace, "dozer", {"lifecycle": lifecycle})
+    body = await wait_session(kube, namespace, "dozer", phase_is("Suspended", "Failed", "Expired"))
+    assert body["status"]["phase"] == "Suspended", body["status"]
+    assert condition(body, "Suspended")["message"].startswith("idle (no tool call for 2s")
+    stored = operator.snapshot_dir / namespace / "dozer" / f"{body['metadata']['uid']}.tar"
+    assert await asyncio.to_thread(stored.exists)
+    await kube.wait_for(f"{SESSIONS.format(ns=namespace)}/dozer", lambda r: r.status == 404, 60)
+    assert not await asyncio.to_thread(stored.exists), "the snapshot outlived its session"
