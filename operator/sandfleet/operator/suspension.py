@@ -13,6 +13,7 @@ the shells' state, before the session reports Ready.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -170,6 +171,12 @@ async def restore_snapshot(
         await reestablish(client, state["shells"], ("", ""))
     except SnapshotCorruptError as exc:
         raise TransitionError(Reason.SNAPSHOT_CORRUPT, "corrupt", str(exc)) from None
+    except asyncio.CancelledError:
+        # grpc cancels the upload when its request stream raises (so the runtime never swaps
+        # in a tree whose checksum failed) and reports that as a cancellation of ours.
+        if corrupt and not _being_cancelled():
+            raise TransitionError(Reason.SNAPSHOT_CORRUPT, "corrupt", str(corrupt[0])) from None
+        raise
     except SandfleetError as exc:
         if corrupt:
             raise TransitionError(Reason.SNAPSHOT_CORRUPT, "corrupt", str(corrupt[0])) from None
@@ -189,6 +196,11 @@ async def drop_snapshot(ctx: OperatorContext, session: ObjectRef) -> None:
     except SandfleetError as exc:
         log.warning("snapshot_delete_failed", session=f"{session.namespace}/{session.name}",
                     error=str(exc))  # fmt: skip
+
+
+def _being_cancelled() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 async def _close(chunks: AsyncIterator[bytes]) -> None:

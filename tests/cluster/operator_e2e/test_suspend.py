@@ -153,3 +153,28 @@ async def test_an_idle_session_is_suspended_and_its_ttl_deletes_it_with_its_snap
     assert await asyncio.to_thread(stored.exists)
     await kube.wait_for(f"{SESSIONS.format(ns=namespace)}/dozer", lambda r: r.status == 404, 60)
     assert not await asyncio.to_thread(stored.exists), "the snapshot outlived its session"
+
+
+async def test_a_corrupt_snapshot_fails_the_resume_and_is_kept(
+    kube: KubeApi, namespace: str, operator: OperatorProcess
+) -> None:
+    await create_session(kube, namespace, "spoiled", {})
+    body = await wait_session(kube, namespace, "spoiled", phase_is("Ready", "Failed"))
+    await bash(kube, namespace, body, "echo precious > /testbed/data")
+    await set_suspend(kube, namespace, "spoiled", True)
+    body = await wait_session(kube, namespace, "spoiled", phase_is("Suspended", "Failed"))
+    stored = operator.snapshot_dir / namespace / "spoiled" / f"{body['metadata']['uid']}.tar"
+    data = bytearray(await asyncio.to_thread(stored.read_bytes))
+    data[-1] ^= 0xFF  # same size, another checksum: found only at the end of the read
+    await asyncio.to_thread(stored.write_bytes, bytes(data))
+
+    await set_suspend(kube, namespace, "spoiled", False)
+    body = await wait_session(kube, namespace, "spoiled", phase_is("Failed", "Ready"))
+    assert body["status"]["phase"] == "Failed"
+    completed = condition(body, "Completed")
+    assert completed["reason"] == "SnapshotCorrupt", completed
+    assert "sha256" in completed["message"] or "checksum" in completed["message"]
+    assert await asyncio.to_thread(stored.exists), "a corrupt snapshot is kept for inspection"
+    await kube.checked("DELETE", f"{SESSIONS.format(ns=namespace)}/spoiled")
+    await kube.wait_for(f"{SESSIONS.format(ns=namespace)}/spoiled", lambda r: r.status == 404, 30)
+    assert not await asyncio.to_thread(stored.exists)
