@@ -46,6 +46,7 @@ log = get_logger(__name__)
 POLL_S = 0.25
 """How often the live spec is looked at for a suspend or resume request (memory only)."""
 NOT_KEPT = "running processes were not kept"
+RELEASED_POD_WAIT_S = 60.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -72,6 +73,8 @@ class SessionSuspender:
         self._status = status
         self._event = event
         self._refused_generation: int | None = None
+        self._released_pod: str | None = None
+        """The pod this worker deleted at suspend: a cold resume's pod takes its name."""
         self._spec_generation = 0
         """The generation of this operator's own spec.suspend patch (an idle suspend): the
         live body is not read for a resume before the watch has brought it."""
@@ -153,6 +156,7 @@ class SessionSuspender:
         await delete_session_children(
             self._ctx.kube, self._ctx.metrics, ns, name, pod=pod, reason=ReclaimReason.SUSPENDED
         )
+        self._released_pod = pod
         annotations = self._body["metadata"].get("annotations") or {}
         if annotations.get(Annotation.CLAIMED_POD):
             # A resumed session is the operator's: its token lives in a Secret, not derived
@@ -209,11 +213,23 @@ class SessionSuspender:
             )
         self._status.condition(ConditionType.SUSPENDED, False, Reason.RESUMED, "resuming")
         state = await saved_state(self._ctx, self._ref, snapshot)
+        await self._until_released_pod_gone()
 
         async def prepare(address: str, token: str) -> None:
             await restore_snapshot(self._ctx, self._ref, snapshot, address, token)
 
         return Resume(str(state["token"]), prepare, started)
+
+    async def _until_released_pod_gone(self) -> None:
+        """A cold pod is named after its session: the deleted one must be gone from the
+        API before the resume creates its successor, or the create would find it."""
+        pod, self._released_pod = self._released_pod, None
+        deadline = asyncio.get_running_loop().time() + RELEASED_POD_WAIT_S
+        while pod and self._ctx.pods.get(self._ref.namespace, pod) is not None:
+            if asyncio.get_running_loop().time() > deadline:
+                self._log.warning("released_pod_lingers", pod=pod)
+                return
+            await asyncio.sleep(POLL_S)
 
     async def resumed(self, resume: Resume | None) -> None:
         """The session is Ready again: its snapshot goes (the sandbox holds the state now)."""

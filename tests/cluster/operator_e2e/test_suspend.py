@@ -117,7 +117,7 @@ async def test_a_round_trip_keeps_files_cwd_and_env_and_holds_nothing_while_susp
     await kube.wait_for(f"{SESSIONS.format(ns=namespace)}/napper", lambda r: r.status == 404, 30)
 
 
-async def test_a_store_that_cannot_be_written_leaves_the_sandbox_running(
+async def test_a_store_that_cannot_be_written_leaves_the_sandbox_running_and_a_retry_succeeds(
     kube: KubeApi, namespace: str, operator: OperatorProcess
 ) -> None:
     # A file where the namespace's folder would go: the store cannot write there.
@@ -137,7 +137,18 @@ async def test_a_store_that_cannot_be_written_leaves_the_sandbox_running(
     assert (refused["status"], refused["reason"]) == ("False", "SnapshotStoreUnavailable")
     assert "keeps running" in refused["message"]
     assert body["status"]["phase"] == "Ready"
-    assert (await bash(kube, namespace, body, "echo alive")).strip() == "alive"
+    assert (await bash(kube, namespace, body, "echo alive > mark; cat mark")).strip() == "alive"
+
+    # The store works again: asked again, the suspend goes through, and a cold pod (named
+    # after the session, like the one deleted) resumes it.
+    await asyncio.to_thread(in_the_way.unlink)
+    await set_suspend(kube, namespace, "stays", False)
+    await set_suspend(kube, namespace, "stays", True)
+    await wait_session(kube, namespace, "stays", phase_is("Suspended", "Failed"))
+    await set_suspend(kube, namespace, "stays", False)
+    body = await wait_session(kube, namespace, "stays", phase_is("Ready", "Failed"))
+    assert body["status"]["phase"] == "Ready", body["status"]
+    assert (await bash(kube, namespace, body, "cat /testbed/mark")).strip() == "alive"
     await kube.checked("DELETE", f"{SESSIONS.format(ns=namespace)}/stays")
 
 
