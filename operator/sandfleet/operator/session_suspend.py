@@ -95,6 +95,20 @@ class SessionSuspender:
                 return
             await asyncio.sleep(POLL_S)
 
+    async def refuse_while_managed(self) -> None:
+        """A managed session's agent loop runs in the operator and cannot be suspended: each
+        spec.suspend request gets a condition saying so (once per generation)."""
+        while True:
+            await self.until_requested()
+            self._refused_generation = self._generation()
+            message = "a managed session (spec.agent) cannot be suspended; it runs on"
+            self._status.condition(
+                ConditionType.SUSPENDED, False, Reason.SUSPEND_NOT_SUPPORTED, message
+            )
+            await self._status.flush()
+            self._event(True, Reason.SUSPEND_NOT_SUPPORTED, message)
+            self._ctx.metrics.transition_failed("suspend", "not_supported")
+
     # --- suspend ---------------------------------------------------------------------------
     async def suspend(self, lease: SandboxLease, plan: SessionPlan, *, why: str) -> bool:
         """Snapshot, record, release; False (the sandbox runs on, a condition says why)

@@ -286,9 +286,11 @@ class SessionWorker:
             )
         )
         lost = asyncio.ensure_future(lease.waiter.until_lost())
+        refusals = asyncio.ensure_future(self._suspender.refuse_while_managed())
         try:
             done, _ = await asyncio.wait({agent, lost}, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            refusals.cancel()
             lost.cancel()
             if not agent.done():
                 agent.cancel()
