@@ -170,7 +170,7 @@ class SessionSuspender:
         await delete_session_children(
             self._ctx.kube, self._ctx.metrics, ns, name, pod=pod, reason=ReclaimReason.SUSPENDED
         )
-        self._released_pod = pod
+        self._released_pod = None if pool else pod  # a pool pod's successor has another name
         annotations = self._body["metadata"].get("annotations") or {}
         if annotations.get(Annotation.CLAIMED_POD):
             # A resumed session is the operator's: its token lives in a Secret, not derived

@@ -110,12 +110,14 @@ async def test_a_round_trip_keeps_files_cwd_and_env_and_holds_nothing_while_susp
     stored = list(operator.snapshot_dir.glob(f"{namespace}/napper/*.tar"))
     assert len(stored) == 1
 
+    await wait_pool_ready(kube, namespace, "warm", 1, 120)  # refilled: the resume is warm
     started = time.monotonic()
     await set_suspend(kube, namespace, "napper", False)
     body = await wait_session(kube, namespace, "napper", phase_is("Ready", "Failed"))
     resume_s = time.monotonic() - started
     assert body["status"]["phase"] == "Ready", body["status"]
     assert condition(body, "Suspended")["reason"] == "Resumed"
+    assert condition(body, "Scheduled")["reason"] == "WarmSandboxClaimed"
     out = await bash(kube, namespace, body, "pwd; echo $STAGE; cat note.txt; stat -c %s big")
     assert out.splitlines() == ["/testbed/work", "2", "kept", "10000000"]
     assert not stored[0].exists(), "the snapshot stays after a resume"
