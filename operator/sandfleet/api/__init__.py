@@ -55,6 +55,7 @@ from sandfleet.api.session import (
     FileSource,
     SandboxSessionSpec,
     SandboxSessionStatus,
+    SnapshotStatus,
 )
 from sandfleet.api.session_tokens import derive_session_token
 from sandfleet.api.template import (
@@ -118,6 +119,7 @@ __all__ = [
     "SandboxSessionSpec",
     "SandboxSessionStatus",
     "SandboxTemplateSpec",
+    "SnapshotStatus",
     "StatusCondition",
     "Toleration",
     "derive_session_token",

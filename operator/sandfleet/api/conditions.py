@@ -16,6 +16,7 @@ class ConditionType(enum.StrEnum):
     RUNTIME_READY = "RuntimeReady"
     READY = "Ready"
     COMPLETED = "Completed"
+    SUSPENDED = "Suspended"
 
 
 class Reason(enum.StrEnum):
@@ -53,6 +54,18 @@ class Reason(enum.StrEnum):
     # Reclaim
     DEADLINE_EXCEEDED = "DeadlineExceeded"
     IDLE_TIMEOUT = "IdleTimeout"
+    # Suspended (spec.suspend, lifecycle.idleAction Suspend)
+    SUSPENDED = "Suspended"
+    RESUMED = "Resumed"
+    SUSPEND_FAILED = "SuspendFailed"
+    """The snapshot could not be taken (the runtime did not answer): the sandbox runs on."""
+    SNAPSHOT_STORE_UNAVAILABLE = "SnapshotStoreUnavailable"
+    SNAPSHOT_TOO_LARGE = "SnapshotTooLarge"
+    SUSPEND_NOT_SUPPORTED = "SuspendNotSupported"
+    """A managed session (its agent loop runs in the operator), or no snapshot store."""
+    SNAPSHOT_CORRUPT = "SnapshotCorrupt"
+    """Resume found the snapshot missing, truncated or not matching its checksum."""
+    RESUME_FAILED = "ResumeFailed"
     # Spec problems
     INVALID_SPEC = "InvalidSpec"
     TEMPLATE_NOT_FOUND = "TemplateNotFound"

@@ -12,6 +12,9 @@ class Phase(enum.StrEnum):
     STARTING = "Starting"
     READY = "Ready"
     RUNNING = "Running"
+    SUSPENDED = "Suspended"
+    """Its files and shells' state are in the snapshot store; it holds no pod (not finished:
+    spec.suspend false, or an access through the gateway, resumes it)."""
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     EXPIRED = "Expired"
@@ -32,3 +35,4 @@ class ReclaimReason(enum.StrEnum):
     DELETED = "deleted"
     ORPHAN = "orphan"
     LOST = "lost"
+    SUSPENDED = "suspended"

@@ -139,6 +139,9 @@ class SandboxSessionSpec(ApiModel):
     lifecycle: LifecycleSpec = LifecycleSpec()
     network: NetworkSpec | None = None
     """None: the template's egress mode (None if the template sets none)."""
+    suspend: bool = False
+    """True: save the sandbox's files and shells' state to the snapshot store and give its
+    pod back (phase Suspended); back to false (or an access through the gateway) resumes it."""
 
     @model_validator(mode="after")
     def _one_sandbox_source(self) -> SandboxSessionSpec:
@@ -165,6 +168,16 @@ class AgentStatus(ApiModel):
     error: str | None = None
 
 
+class SnapshotStatus(ApiModel):
+    """status.snapshot of a Suspended session: the verified snapshot it resumes from."""
+
+    size_bytes: int = Field(ge=0)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    suspended_time: dt.datetime
+    processes_kept: bool = False
+    """Always false: running processes end at suspend (said here so nobody expects them)."""
+
+
 class SandboxSessionStatus(ApiModel):
     """status of a SandboxSession; written only by the operator, piece by piece, so every
     field may be absent."""
@@ -188,3 +201,5 @@ class SandboxSessionStatus(ApiModel):
     trajectory: str | None = None
     """Where the trajectory is stored: a reference (sandfleet.api.trajectories)."""
     agent: AgentStatus | None = None
+    snapshot: SnapshotStatus | None = None
+    """Set while Suspended (and while a resume restores from it)."""

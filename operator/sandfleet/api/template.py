@@ -74,6 +74,11 @@ class LifecycleSpec(ApiModel):
     """No tool call for this long (the runtime's last-activity stat): Expired (IdleTimeout)."""
     ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
     """A finished session (Succeeded, Failed, Expired) is deleted this long after it ended."""
+    idle_action: Literal["Expire", "Suspend"] = "Expire"
+    """What idleTimeoutSeconds does: Expire (the session ends) or Suspend (its files and
+    shells' state go to the snapshot store and the pod is given back; raw sessions only)."""
+    suspended_ttl_seconds: int | None = Field(default=None, ge=1, alias="suspendedTTLSeconds")
+    """A session Suspended this long is deleted with its snapshot. None: kept."""
     sandbox_lost_retries: int = Field(default=0, ge=0, le=10)
     """A managed session whose pod is lost is restarted on a new sandbox this often.
     The CRD sets no default, so `model_fields_set` tells an unset value (the template's

@@ -25,6 +25,7 @@ from sandfleet.api import (
     DEFAULT_WORKDIR,
     FINALIZER,
     Annotation,
+    Phase,
     SandboxSessionSpec,
     derive_session_token,
 )
@@ -45,6 +46,7 @@ from sandfleet.gateway.claim_ids import (
 from sandfleet.gateway.claim_sources import Workdirs
 from sandfleet.gateway.claim_types import Claimed, ClaimError, ClaimFailure, ClaimSpec
 from sandfleet.gateway.idle_pods import IdlePods, claimable, runtime_address
+from sandfleet.gateway.resume import request_resume
 from sandfleet.kube import (
     ConflictError,
     InvalidError,
@@ -422,9 +424,12 @@ class Claimer:
             ) from exc
         annotations = body["metadata"].get("annotations") or {}
         timeout = timeout_s if timeout_s > 0 else self._settings.default_timeout_s
+        state = SessionState.from_object(body)
+        if state.phase == Phase.SUSPENDED:  # resume on access: the wait below covers it
+            await request_resume(self._kube, namespace, name)
         return await self._ready(
             sessions,
-            SessionState.from_object(body),
+            state,
             timeout,
             claimed_pod=annotations.get(Annotation.CLAIMED_POD),
             workdir=await self._session_workdir(namespace, body),

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 import grpc.aio
 
-from sandfleet.api import GATEWAY_SESSION_METADATA
+from sandfleet.api import GATEWAY_SESSION_METADATA, Phase
 from sandfleet.errors import SandfleetError
 from sandfleet.gateway.auth import (
     CALLER_METADATA,
@@ -34,6 +34,7 @@ from sandfleet.gateway.auth import (
 )
 from sandfleet.gateway.metrics import GatewayMetrics
 from sandfleet.gateway.requests import InvalidRequestError, check_namespace
+from sandfleet.gateway.resume import RESUME_WAIT_S, Resumer
 from sandfleet.gateway.routes import Route, SessionRoutes
 from sandfleet.logs import get_logger
 from sandfleet_proto.runtime.v1 import (
@@ -222,8 +223,12 @@ class RuntimeProxy(_GenericHandler):
         metrics: GatewayMetrics,
         auth: Authenticator,
         namespaces: tuple[str, ...] = (),
+        *,
+        resumer: Resumer | None = None,
     ) -> None:
         self._routes = routes
+        self._resumer = resumer
+        """Resumes a Suspended session a call names (None: such calls are refused)."""
         self._auth = auth
         self._namespaces = namespaces
         """Served namespaces (empty: all); a call naming another is refused unreviewed."""
@@ -309,13 +314,18 @@ class RuntimeProxy(_GenericHandler):
     async def _target(self, context: grpc.aio.ServicerContext[Any, Any]) -> Route | None:
         """The route of the session the call names; aborts the call (and returns None, for
         the type checker) when there is none to go to."""
+        remaining = _remaining(context)
+        # A resume leaves the call a moment of its deadline for the call itself.
+        wait_s = RESUME_WAIT_S if remaining is None else max(remaining - 0.5, 0.0)
         try:
-            return await self._resolve(context.invocation_metadata() or ())
+            return await self._resolve(context.invocation_metadata() or (), wait_s)
         except ProxyRefusedError as refusal:
             await context.abort(refusal.code, refusal.details)
         return None
 
-    async def _resolve(self, metadata: Iterable[tuple[str, Any]]) -> Route:
+    async def _resolve(
+        self, metadata: Iterable[tuple[str, Any]], resume_wait_s: float = RESUME_WAIT_S
+    ) -> Route:
         named = next((v for k, v in metadata if k == GATEWAY_SESSION_METADATA), None)
         if not isinstance(named, str) or not named:
             raise ProxyRefusedError(
@@ -340,6 +350,8 @@ class RuntimeProxy(_GenericHandler):
                 f"session {named} has ended (phase {route.phase}): its sandbox is gone; "
                 "claim a new one",
             )
+        if route.phase == Phase.SUSPENDED and self._resumer is not None:
+            route = await self._resume(route, named, resume_wait_s)
         if not route.ready:
             raise ProxyRefusedError(
                 grpc.StatusCode.UNAVAILABLE,
@@ -347,6 +359,26 @@ class RuntimeProxy(_GenericHandler):
                 "try again when Connect says it is Ready",
             )
         return route
+
+    async def _resume(self, route: Route, named: str, wait_s: float) -> Route:
+        """The session resumed (asked once per replica, however many calls wait) and Ready,
+        within `wait_s`; UNAVAILABLE when the resume cannot be asked for or takes longer."""
+        assert self._resumer is not None
+        try:
+            await self._resumer.request(route.namespace, route.name)
+        except SandfleetError as error:
+            raise ProxyRefusedError(
+                grpc.StatusCode.UNAVAILABLE, f"session {named} is suspended: {error}"
+            ) from None
+        resumed = await self._routes.wait_resumed(route.namespace, route.name, wait_s)
+        if resumed is None or not resumed.ready:
+            phase = resumed.phase if resumed is not None else "gone"
+            raise ProxyRefusedError(
+                grpc.StatusCode.UNAVAILABLE,
+                f"session {named} was suspended and is not resumed within {wait_s:.1f}s "
+                f"(phase {phase}); try again",
+            )
+        return resumed
 
     async def _authorize(
         self, metadata: Iterable[tuple[str, Any]], namespace: str, named: str

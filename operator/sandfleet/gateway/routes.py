@@ -27,6 +27,8 @@ log = get_logger(__name__)
 
 MISS_WAIT_S = 2.0
 """How long a lookup of a session the index does not know waits for the watch to bring it."""
+RESUME_POLL_S = 0.05
+"""How often a call waiting for its session's resume looks at the index again."""
 CLAIM_GRACE_S = 60.0
 """A session this replica claimed stays routable this long even if a relist lacks it: the
 list may have been answered before the session was created."""
@@ -169,6 +171,18 @@ class SessionRoutes:
         # IP into the status yet; the claimer's pod index has it.
         address = self._pod_address(namespace, route.pod)
         return dataclasses.replace(route, address=address) if address else route
+
+    async def wait_resumed(self, namespace: str, name: str, timeout_s: float) -> Route | None:
+        """The session's route once it is Ready again, finished or gone (None), or as it is
+        when `timeout_s` runs out. The index is watch-fed: this only looks at memory."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            route = await self.resolve(namespace, name)
+            if route is None or route.ready or route.finished:
+                return route
+            if time.monotonic() >= deadline:
+                return route
+            await asyncio.sleep(RESUME_POLL_S)
 
     # --- feeding ---------------------------------------------------------------------------
     def apply(self, event_type: str, session: dict[str, Any]) -> None:

@@ -19,6 +19,7 @@ from sandfleet.gateway.metrics import GatewayMetrics, serve_http
 from sandfleet.gateway.proxy import MAX_MESSAGE_BYTES, ChannelCache, RuntimeProxy
 from sandfleet.gateway.quota_ledger import QuotaLedger
 from sandfleet.gateway.quotas import Quotas
+from sandfleet.gateway.resume import Resumer
 from sandfleet.gateway.routes import SessionRoutes
 from sandfleet.gateway.service import ClaimPath, GatewayServicer
 from sandfleet.gateway.settings import GatewaySettings
@@ -140,7 +141,12 @@ class GatewayServer:
         )
         gateway_service_pb2_grpc.add_GatewayServiceServicer_to_server(servicer, server)
         proxy = RuntimeProxy(
-            self.routes, self.channels, self.metrics, self.auth, tuple(self.settings.namespaces)
+            self.routes,
+            self.channels,
+            self.metrics,
+            self.auth,
+            tuple(self.settings.namespaces),
+            resumer=Resumer(self.kube),
         )
         server.add_generic_rpc_handlers((proxy,))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)

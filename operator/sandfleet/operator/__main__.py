@@ -28,6 +28,7 @@ from sandfleet.operator.metrics import OperatorMetrics
 from sandfleet.operator.settings import OperatorSettings
 from sandfleet.operator.sweeper import sweep_forever
 from sandfleet.operator.trajectory_store import DirectoryTrajectoryStore
+from sandfleet.snapshots.configured import snapshot_store_from_settings
 
 log = get_logger(__name__)
 
@@ -68,6 +69,7 @@ def build_context(settings: OperatorSettings, kube: KubeClient) -> OperatorConte
         session_key=(
             read_session_key(settings.session_key_file) if settings.session_key_file else None
         ),
+        snapshots=snapshot_store_from_settings(settings),
         pool_pod_creates=TokenBucket(
             settings.pool_pod_creates_per_second, settings.pool_pod_create_burst
         ),

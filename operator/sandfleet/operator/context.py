@@ -26,6 +26,7 @@ from sandfleet.operator.model_endpoints import EndpointAllowlist
 from sandfleet.operator.settings import OperatorSettings
 from sandfleet.operator.trajectory_store import TrajectoryStore
 from sandfleet.operator.warm_pools import ClaimsInFlight, PoolTokens
+from sandfleet.snapshots.store import SnapshotStore
 
 
 class EventRecorder(Protocol):
@@ -51,6 +52,8 @@ class OperatorContext:
     session_key: bytes | None = None
     """The fleet's session key (shared with the gateway): tokens of gateway-claimed sessions
     derive from it. None: no gateway is configured, and such sessions fail."""
+    snapshots: SnapshotStore | None = None
+    """Where suspended sessions' files go; None: suspend is refused."""
     claims: ClaimsInFlight = dataclasses.field(default_factory=ClaimsInFlight)
     pool_tokens: PoolTokens = dataclasses.field(default_factory=PoolTokens)
     pool_pod_creates: TokenBucket = dataclasses.field(default_factory=lambda: TokenBucket(20, 100))

@@ -18,14 +18,17 @@ import aiohttp
 import kopf
 
 from sandfleet.api import (
+    API_VERSION,
     FINALIZER,
     GROUP,
     POOL_PLURAL,
+    SESSION_KIND,
     SESSION_PLURAL,
     VERSION,
     Phase,
     ReclaimReason,
 )
+from sandfleet.fleet.resources import ObjectRef
 from sandfleet.kube import api_server_connector
 from sandfleet.logs import get_logger
 from sandfleet.operator.adoption import unadopted_pod_to_reclaim
@@ -34,6 +37,7 @@ from sandfleet.operator.pools import PoolKeeper
 from sandfleet.operator.reclaim import delete_session_children
 from sandfleet.operator.recycling import recycle_released
 from sandfleet.operator.session_worker import SessionWorker
+from sandfleet.operator.suspension import drop_snapshot
 
 log = get_logger(__name__)
 
@@ -148,8 +152,10 @@ async def session_daemon(
 
 @kopf.on.delete(GROUP, VERSION, SESSION_PLURAL, id="reclaim")
 async def reclaim_deleted_session(
+    *,
     name: str,
     namespace: str | None,
+    uid: str,
     status: kopf.Status,
     annotations: kopf.Annotations,
     memo: OperatorContext,
@@ -170,6 +176,8 @@ async def reclaim_deleted_session(
     await delete_session_children(
         memo.kube, memo.metrics, namespace, name, pod=pod, reason=ReclaimReason.DELETED
     )
+    # A suspended session's files go with it (and a failed resume's, kept for inspection).
+    await drop_snapshot(memo, ObjectRef(namespace, name, uid, SESSION_KIND, API_VERSION))
 
 
 @kopf.daemon(GROUP, VERSION, POOL_PLURAL, id="pool", cancellation_timeout=10.0, backoff=5)

@@ -59,10 +59,13 @@ async def read_secret_value(kube: KubeClient, namespace: str, name: str, key: st
     return base64.b64decode(data[key]).decode()
 
 
-async def ensure_session_token(ctx: OperatorContext, session: ObjectRef) -> tuple[str, str]:
-    """The session's runtime token and its Secret's name: made once, read back after that."""
+async def ensure_session_token(
+    ctx: OperatorContext, session: ObjectRef, token: str | None = None
+) -> tuple[str, str]:
+    """The session's runtime token and its Secret's name: made once (with `token`, the one
+    a resumed session kept in its snapshot, or a new one), read back after that."""
     name = token_secret_name(session.name)
-    token = new_token()
+    token = token or new_token()
     path = resource_path("v1", "secrets", session.namespace)
     if await create_ignoring_conflict(ctx.kube, path, session_token_secret(session, token)):
         return token, name

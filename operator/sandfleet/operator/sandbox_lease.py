@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from sandfleet.api import TOKEN_SECRET_KEY, ConditionType, EnvVar, Phase, Reason
 from sandfleet.clients.runtime.client import RuntimeClient
@@ -42,6 +42,8 @@ from sandfleet.operator.session_status import SessionStatus
 log = get_logger(__name__)
 
 EventSink = Callable[[bool, str, str], None]
+Prepare = Callable[[str, str], Awaitable[None]]
+"""Runs on the started, bound sandbox (address, token) before the session is Ready."""
 
 
 @dataclasses.dataclass(eq=False)
@@ -98,6 +100,10 @@ class LeaseRequest:
     """The session's creationTimestamp, for the time-to-ready metric."""
     claimed_pod: str | None = None
     """The pod the gateway claimed and bound for the session (its claimed-pod annotation)."""
+    token: str | None = None
+    """The runtime token to bind (a resumed session keeps its own); None: a new one."""
+    prepare: Prepare | None = None
+    """A resume's restore: runs before Ready is reported."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -137,6 +143,8 @@ async def lease_sandbox(
     address = runtime_address(_ip(pod))
     if needs_bind:
         await _bind(ctx, request, placement, address)
+    if request.prepare is not None:
+        await request.prepare(address, placement.token)
     _report_ready(
         ctx,
         status,
@@ -216,7 +224,7 @@ async def _place(ctx: OperatorContext, request: LeaseRequest, status: SessionSta
     # The claim does not wait for the token and policy: the pool's policy already covers
     # the pod, and the token is needed only at the bind.
     (token, secret), _, claimed_pod = await asyncio.gather(
-        ensure_session_token(ctx, session),
+        ensure_session_token(ctx, session, request.token),
         ensure_network_policy(ctx, session, plan.egress),
         _claim(ctx, session, plan.pool),
     )

@@ -40,6 +40,8 @@ from sandfleet.operator.pod_watch import PodFailedError, PodLostError
 from sandfleet.operator.reclaim import delete_session, delete_session_children
 from sandfleet.operator.sandbox_lease import LeaseRequest, SandboxLease, lease_sandbox
 from sandfleet.operator.session_status import SessionStatus
+from sandfleet.operator.session_suspend import Resume, SessionSuspender
+from sandfleet.operator.suspension import TransitionError
 
 log = get_logger(__name__)
 
@@ -86,6 +88,7 @@ class SessionWorker:
             clock=ctx.clock,
         )
         self._log = log.bind(session=f"{self.ref.namespace}/{self.ref.name}")
+        self._suspender = SessionSuspender(ctx, body, self.ref, self.status, self._event)
         created = meta.get("creationTimestamp")
         self._created = dt.datetime.fromisoformat(created) if created else None
 
@@ -142,9 +145,13 @@ class SessionWorker:
         """One sandbox after another until the session ends: a lost one is replaced while
         the spec's sandboxLostRetries allow."""
         while True:
+            if self.status.phase == Phase.SUSPENDED and not await self._suspender.stay_suspended(
+                plan
+            ):
+                return  # deleted: its suspendedTTLSeconds ran out
             try:
-                await self._one_sandbox(spec, plan)
-                return
+                if not await self._one_sandbox(spec, plan):
+                    return
             except PodLostError as exc:
                 restarts = int(self.status.get("restarts") or 0)
                 if spec.agent is None or restarts >= plan.lifecycle.sandbox_lost_retries:
@@ -159,10 +166,18 @@ class SessionWorker:
                 self.status.condition(ConditionType.READY, False, Reason.SANDBOX_LOST, str(exc))
                 await self.status.flush()
 
-    async def _one_sandbox(self, spec: SandboxSessionSpec, plan: SessionPlan) -> None:
-        """Lease a sandbox and serve the session from it to its end; raises PodLostError
-        when the sandbox goes away first."""
+    async def _one_sandbox(self, spec: SandboxSessionSpec, plan: SessionPlan) -> bool:
+        """Lease a sandbox and serve the session from it to its end (False) or until it is
+        suspended (True); raises PodLostError when the sandbox goes away first."""
         resuming = self.status.phase == Phase.RUNNING
+        resume: Resume | None = None
+        if self.status.phase == Phase.SUSPENDED:
+            try:
+                resume = await self._suspender.resume()
+            except TransitionError as exc:
+                self._suspender.resume_failed(exc)
+                await self._finish(Ending(Phase.FAILED, exc.reason, str(exc), None))
+                return False
         # The endpoint and key are checked before any sandbox is made for the session.
         config = (
             await agent_config(self._ctx, self.ref.namespace, spec.agent)
@@ -177,18 +192,27 @@ class SessionWorker:
             files=files,
             ready_phase=Phase.READY if spec.agent is None else Phase.RUNNING,
             created=self._created,
-            claimed_pod=claimed_pod_of(self._body["metadata"].get("annotations")),
+            claimed_pod=(
+                None if resume else claimed_pod_of(self._body["metadata"].get("annotations"))
+            ),
+            token=resume.token if resume else None,
+            prepare=resume.prepare if resume else None,
         )
         lease = await self._lease(request)
         if isinstance(lease, Ending):
             await self._finish(lease)
-            return
+            return False
         try:
+            if self.status.get("snapshot"):  # resumed (or resumed before a restart)
+                await self._suspender.resumed(resume)
             if config is None:
                 ending = await self._serve_raw(lease, plan)
             else:
                 ending = await self._serve_agent(spec, config, lease, plan, resuming=resuming)
+            if ending is None:
+                return True
             await self._finish(ending)
+            return False
         finally:
             lease.close()
 
@@ -202,24 +226,41 @@ class SessionWorker:
             return Ending(Phase.FAILED, Reason.BIND_FAILED, str(exc), ReclaimReason.LOST)
         except TimeoutError as exc:
             return Ending(Phase.FAILED, Reason.POD_PENDING, str(exc), ReclaimReason.LOST)
+        except TransitionError as exc:  # the restore before Ready; the snapshot stays
+            self._suspender.resume_failed(exc)
+            return Ending(Phase.FAILED, exc.reason, str(exc), ReclaimReason.LOST)
 
-    async def _serve_raw(self, lease: SandboxLease, plan: SessionPlan) -> Ending:
+    async def _serve_raw(self, lease: SandboxLease, plan: SessionPlan) -> Ending | None:
+        """Serve until the sandbox is lost (raises), idle (an Ending) or suspended (None)."""
         idle_limit = plan.lifecycle.idle_timeout_seconds
+        while True:
+            idle = await self._raw_wait(lease, idle_limit)
+            message = f"no tool call for {idle_limit}s (idleTimeoutSeconds)"
+            if idle and plan.lifecycle.idle_action != "Suspend":
+                return Ending(Phase.EXPIRED, Reason.IDLE_TIMEOUT, message, ReclaimReason.IDLE)
+            why = f"idle ({message})" if idle else "spec.suspend"
+            if await self._suspender.suspend(lease, plan, why=why):
+                return None
+            if idle:  # not suspended (the condition says why): wait a while before again
+                await asyncio.sleep(min(float(idle_limit or 60), 60.0))
+
+    async def _raw_wait(self, lease: SandboxLease, idle_limit: int | None) -> bool:
+        """Until idle (True) or a suspend is asked for (False); raises PodLostError."""
         lost = asyncio.ensure_future(lease.waiter.until_lost())
         idle = asyncio.ensure_future(
             lease.until_idle(idle_limit, self._ctx.settings.idle_check_interval_seconds)
             if idle_limit
             else asyncio.Event().wait()
         )
+        asked = asyncio.ensure_future(self._suspender.until_requested())
         try:
-            done, _ = await asyncio.wait({lost, idle}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait({lost, idle, asked}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for task in (lost, idle):
+            for task in (lost, idle, asked):
                 task.cancel()
         if lost in done:
             raise PodLostError(lost.result())
-        message = f"no tool call for {idle_limit}s (idleTimeoutSeconds)"
-        return Ending(Phase.EXPIRED, Reason.IDLE_TIMEOUT, message, ReclaimReason.IDLE)
+        return idle in done
 
     async def _serve_agent(
         self,
@@ -245,9 +286,11 @@ class SessionWorker:
             )
         )
         lost = asyncio.ensure_future(lease.waiter.until_lost())
+        refusals = asyncio.ensure_future(self._suspender.refuse_while_managed())
         try:
             done, _ = await asyncio.wait({agent, lost}, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            refusals.cancel()
             lost.cancel()
             if not agent.done():
                 agent.cancel()

@@ -198,6 +198,7 @@ class OperatorProcess:
         self.http_port = free_port()
         self.liveness_port = free_port()
         self.store_dir = workdir / "trajectories"
+        self.snapshot_dir = workdir / "snapshots"
         self.log_path = workdir / "operator.log"
         self._env = {
             **os.environ,
@@ -210,6 +211,7 @@ class OperatorProcess:
             "SANDFLEET_OPERATOR_HTTP_PORT": str(self.http_port),
             "SANDFLEET_OPERATOR_LIVENESS_PORT": str(self.liveness_port),
             "SANDFLEET_OPERATOR_TRAJECTORY_DIR": str(self.store_dir),
+            "SANDFLEET_OPERATOR_SNAPSHOT_DIR": str(self.snapshot_dir),
             # The tests' scripted models listen on 127.0.0.1 (any port); other local
             # addresses (127.0.0.2, "localhost") stand for endpoints the admin did not allow.
             "SANDFLEET_OPERATOR_MODEL_ENDPOINTS_ALLOWED": json.dumps([ALLOWED_MODEL_ENDPOINT]),

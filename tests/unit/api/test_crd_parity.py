@@ -308,8 +308,8 @@ def test_the_walk_finds_nothing_in_a_model_and_schema_that_agree() -> None:
         ),
         (
             lambda s: s["properties"]["phase"].pop("enum"),
-            "x.phase: the model allows ['Pending', 'Starting', 'Ready', 'Running', 'Succeeded',"
-            " 'Failed', 'Expired'], the CRD None",
+            "x.phase: the model allows ['Pending', 'Starting', 'Ready', 'Running', 'Suspended',"
+            " 'Succeeded', 'Failed', 'Expired'], the CRD None",
         ),
         (
             lambda s: s["properties"]["name"].update(enum=["a"]),

@@ -22,7 +22,7 @@ GATEWAY_RULES = {
     *(("", "pods", verb) for verb in ("get", "list", "watch", "patch", "delete")),
     *(
         ("sandfleet.dev", "sandboxsessions", verb)
-        for verb in ("get", "list", "watch", "create", "delete")
+        for verb in ("get", "list", "watch", "create", "patch", "delete")
     ),
     *(
         ("sandfleet.dev", resource, verb)

@@ -157,7 +157,7 @@ def test_status_has_every_field_the_operator_writes() -> None:
     assert set(status) == {
         "phase", "observedGeneration", "conditions", "podName", "podIP", "nodeName",
         "poolName", "tokenSecretName", "startTime", "readyTime", "completionTime",
-        "restarts", "reclaimReason", "trajectory", "agent",
+        "restarts", "reclaimReason", "trajectory", "agent", "snapshot",
     }  # fmt: skip
     assert set(status["agent"]["properties"]) == {
         "turns", "promptTokens", "completionTokens", "stopReason", "result", "answerFromFile",
@@ -298,7 +298,7 @@ GATEWAY_CALLS = {
         ("authentication.k8s.io", ["tokenreviews"], ["create"]),
         ("authorization.k8s.io", ["subjectaccessreviews"], ["create"]),
         ("", ["pods"], ["get", "list", "watch", "patch", "delete"]),
-        (api.GROUP, [SESSIONS], ["get", "list", "watch", "create", "delete"]),
+        (api.GROUP, [SESSIONS], ["get", "list", "watch", "create", "patch", "delete"]),
         (api.GROUP, [POOLS, TEMPLATES], ["get", "list", "watch"]),
         ("", ["secrets"], ["get"]),
     ]

@@ -175,3 +175,33 @@ def test_the_buckets_span_the_latency_targets() -> None:
     assert {0.05, 0.25} <= set(CLAIM_BUCKETS) & set(START_BUCKETS)
     assert list(CLAIM_BUCKETS) == sorted(CLAIM_BUCKETS)
     assert list(START_BUCKETS) == sorted(START_BUCKETS)
+
+
+def test_suspended_sessions_and_their_bytes_count_per_namespace_while_held(
+    metrics: OperatorMetrics,
+) -> None:
+    metrics.snapshot_held("team-a", 1000, held=True)
+    metrics.snapshot_held("team-a", 500, held=True)
+    metrics.snapshot_held("team-b", 7, held=True)
+    metrics.snapshot_held("team-a", 1000, held=False)  # resumed
+    assert sample(metrics, "sandfleet_suspended_sessions", namespace="team-a") == 1
+    assert sample(metrics, "sandfleet_snapshot_bytes", namespace="team-a") == 500
+    assert sample(metrics, "sandfleet_snapshot_bytes", namespace="team-b") == 7
+
+
+def test_suspend_and_resume_are_timed_and_failures_counted_by_closed_reasons(
+    metrics: OperatorMetrics,
+) -> None:
+    name = "sandfleet_suspend_failures_total"
+    assert sample(metrics, name, step="resume", reason="corrupt") == 0  # exists from the start
+    metrics.transition("resume", 0.12)
+    metrics.transition_failed("suspend", "store_unavailable")
+    metrics.transition_failed("suspend", "a reason nobody listed")
+    count = "sandfleet_suspend_transition_seconds_count"
+    assert sample(metrics, count, step="resume") == 1
+    assert (
+        sample(metrics, "sandfleet_suspend_transition_seconds_bucket", step="resume", le="0.15")
+        == 1
+    )
+    assert sample(metrics, name, step="suspend", reason="store_unavailable") == 1
+    assert sample(metrics, name, step="suspend", reason="other") == 1

@@ -23,10 +23,11 @@ one thing the gateway does. Called with a dict:
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch, patch, delete]
-# Sessions: watched for their pods' addresses, created once per claim, deleted on release.
+# Sessions: watched for their pods' addresses, created once per claim, deleted on release,
+# patched (spec.suspend false) to resume a suspended one on access.
 - apiGroups: [sandfleet.dev]
   resources: [sandboxsessions]
-  verbs: [get, list, watch, create, delete]
+  verbs: [get, list, watch, create, patch, delete]
 # Pools and templates: what a claim names.
 - apiGroups: [sandfleet.dev]
   resources: [sandboxpools, sandboxtemplates]

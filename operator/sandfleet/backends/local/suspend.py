@@ -24,7 +24,6 @@ from typing import Any
 from sandfleet.backends.local.config import LocalSandboxConfig
 from sandfleet.backends.local.launcher import LocalRuntime, launch_local_runtime
 from sandfleet.backends.local.registry import Registry
-from sandfleet.backends.local.shell_state import capture, reestablish
 from sandfleet.backends.local.snapshot_store import (
     Manifest,
     check_size,
@@ -42,6 +41,7 @@ from sandfleet.errors import SandboxStartError, SuspendError
 from sandfleet.logs import get_logger
 from sandfleet.sandbox.backend import OpenedSandbox, SandboxPaths
 from sandfleet.sandbox.suspension import SuspendedSandbox
+from sandfleet.snapshots.shell_state import capture, reestablish
 
 log = get_logger(__name__)
 

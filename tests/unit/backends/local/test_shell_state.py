@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from sandfleet.backends.local.shell_state import _script
+from sandfleet.snapshots.shell_state import _script
 
 
 def test_changed_and_new_variables_are_exported_removed_ones_unset_volatile_ones_kept(

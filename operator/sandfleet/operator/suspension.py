@@ -1,0 +1,209 @@
+"""Suspend and resume on a cluster, the parts that talk to the runtime and the snapshot store.
+
+Suspend reads each bash session's working directory and exported environment (interrupting
+its foreground command first), then streams one archive into the store: a state member (the
+shells' state and the session's runtime token) followed by the runtime's SnapshotTree of
+the working tree (snapshots.archive). The store verifies size and checksum before `put`
+returns; only then does the session worker give the pod back.
+
+Resume reads the state member first (a missing or corrupt snapshot fails before any pod is
+taken), binds a sandbox to the saved token, streams the rest into RestoreTree and replays
+the shells' state, before the session reports Ready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from sandfleet.api import Reason
+from sandfleet.clients.runtime.client import RuntimeClient
+from sandfleet.errors import SandfleetError, SnapshotCorruptError, SnapshotTooLargeError
+from sandfleet.fleet.resources import ObjectRef
+from sandfleet.logs import get_logger
+from sandfleet.operator.context import OperatorContext
+from sandfleet.snapshots.archive import split_state, with_state
+from sandfleet.snapshots.shell_state import capture, reestablish
+from sandfleet.snapshots.store import (
+    SnapshotKey,
+    SnapshotStore,
+    SnapshotStoreUnavailableError,
+    StoredSnapshot,
+)
+
+log = get_logger(__name__)
+
+SHELL_SESSIONS = ("default",)
+"""The bash sessions whose cwd and environment are kept: `default` is the one execute_bash and
+the SDK's bash() use. The runtime API names no other sessions (see docs/suspend.md)."""
+RPC_TIMEOUT_S = 120.0
+BIGGEST_PATHS = 5
+
+
+class TransitionError(SandfleetError):
+    """A suspend or resume that did not happen: the condition's reason, the metric's label."""
+
+    def __init__(self, reason: Reason, metric: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.metric = metric
+
+
+def snapshot_key(session: ObjectRef) -> SnapshotKey:
+    return SnapshotKey(session.namespace, session.name, session.uid)
+
+
+def _store(ctx: OperatorContext, step: str) -> SnapshotStore:
+    if ctx.snapshots is None:
+        raise TransitionError(
+            Reason.SUSPEND_NOT_SUPPORTED,
+            "not_supported",
+            f"cannot {step}: the operator has no snapshot store "
+            "(SANDFLEET_OPERATOR_SNAPSHOT_DIR, the chart's snapshots values)",
+        )
+    return ctx.snapshots
+
+
+async def save_snapshot(
+    ctx: OperatorContext, session: ObjectRef, address: str, token: str, workdir: str
+) -> StoredSnapshot:
+    """The session's shells' state and working tree, stored and verified; raises
+    TransitionError (the sandbox is untouched but for interrupted foreground commands)."""
+    store = _store(ctx, "suspend")
+    limit = ctx.settings.snapshot_limit_bytes
+    client = RuntimeClient(address, token, rpc_timeout_s=RPC_TIMEOUT_S)
+    try:
+        shells = await capture(client, SHELL_SESSIONS)
+        state = {"token": token, "shells": shells}
+        return await store.put(
+            snapshot_key(session), with_state(state, client.snapshot()), limit_bytes=limit
+        )
+    except SnapshotTooLargeError:
+        biggest = await _biggest_paths(client, workdir)
+        raise TransitionError(
+            Reason.SNAPSHOT_TOO_LARGE,
+            "too_large",
+            f"the snapshot would exceed the limit of {limit} bytes "
+            f"(SANDFLEET_OPERATOR_SNAPSHOT_LIMIT_BYTES); the biggest paths: {biggest}; "
+            "the sandbox keeps running",
+        ) from None
+    except (SnapshotStoreUnavailableError, OSError) as exc:
+        # OSError: a store's own clean-up failing too (the volume store's, on a broken path).
+        raise TransitionError(
+            Reason.SNAPSHOT_STORE_UNAVAILABLE,
+            "store_unavailable",
+            f"{exc}; the sandbox keeps running",
+        ) from None
+    except SandfleetError as exc:
+        raise TransitionError(
+            Reason.SUSPEND_FAILED, "runtime", f"{exc}; the sandbox keeps running"
+        ) from None
+    finally:
+        await client.close()
+
+
+async def _biggest_paths(client: RuntimeClient, workdir: str) -> str:
+    """The largest files below the working tree, for the too-large message (best effort)."""
+    try:
+        entries = await client.list_files(workdir, max_depth=16)
+    except SandfleetError as exc:
+        return f"(could not list them: {exc})"
+    files = sorted((e for e in entries if not e.is_dir), key=lambda e: e.size, reverse=True)
+    return ", ".join(f"{e.path} ({e.size} bytes)" for e in files[:BIGGEST_PATHS]) or "(none)"
+
+
+def stored_of(session: ObjectRef, snapshot: Mapping[str, Any]) -> StoredSnapshot:
+    """The StoredSnapshot status.snapshot describes (what a read is checked against)."""
+    when = dt.datetime.fromisoformat(str(snapshot["suspendedTime"]))
+    return StoredSnapshot(
+        snapshot_key(session), int(snapshot["sizeBytes"]), str(snapshot["sha256"]), when.timestamp()
+    )
+
+
+async def saved_state(
+    ctx: OperatorContext, session: ObjectRef, snapshot: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The snapshot's state member (token, shells), read before any sandbox is taken.
+    Raises TransitionError (missing, corrupt, store down)."""
+    store = _store(ctx, "resume")
+    chunks = store.read(snapshot_key(session), stored_of(session, snapshot))
+    try:
+        state, _ = await split_state(chunks)
+    except SnapshotCorruptError as exc:
+        raise TransitionError(Reason.SNAPSHOT_CORRUPT, "corrupt", str(exc)) from None
+    except SnapshotStoreUnavailableError as exc:
+        raise TransitionError(Reason.RESUME_FAILED, "store_unavailable", str(exc)) from None
+    finally:
+        await _close(chunks)
+    if not isinstance(state.get("token"), str) or not isinstance(state.get("shells"), dict):
+        raise TransitionError(
+            Reason.SNAPSHOT_CORRUPT, "corrupt", "the snapshot's state lacks its token or shells"
+        )
+    return state
+
+
+async def restore_snapshot(
+    ctx: OperatorContext,
+    session: ObjectRef,
+    snapshot: Mapping[str, Any],
+    address: str,
+    token: str,
+) -> None:
+    """The working tree and the shells' state back in the bound sandbox at `address`."""
+    store = _store(ctx, "resume")
+    chunks = store.read(snapshot_key(session), stored_of(session, snapshot))
+    client = RuntimeClient(address, token, rpc_timeout_s=RPC_TIMEOUT_S)
+    corrupt: list[SnapshotCorruptError] = []
+
+    async def tree(rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in rest:
+                yield chunk
+        except SnapshotCorruptError as exc:  # the checksum is known at the end of the read
+            corrupt.append(exc)
+            raise
+
+    try:
+        state, rest = await split_state(chunks)
+        await client.restore(tree(rest))
+        await reestablish(client, state["shells"], ("", ""))
+    except SnapshotCorruptError as exc:
+        raise TransitionError(Reason.SNAPSHOT_CORRUPT, "corrupt", str(exc)) from None
+    except asyncio.CancelledError:
+        # grpc cancels the upload when its request stream raises (so the runtime never swaps
+        # in a tree whose checksum failed) and reports that as a cancellation of ours.
+        if corrupt and not _being_cancelled():
+            raise TransitionError(Reason.SNAPSHOT_CORRUPT, "corrupt", str(corrupt[0])) from None
+        raise
+    except SandfleetError as exc:
+        if corrupt:
+            raise TransitionError(Reason.SNAPSHOT_CORRUPT, "corrupt", str(corrupt[0])) from None
+        raise TransitionError(Reason.RESUME_FAILED, "runtime", str(exc)) from None
+    finally:
+        await _close(chunks)
+        await client.close()
+
+
+async def drop_snapshot(ctx: OperatorContext, session: ObjectRef) -> None:
+    """Delete the session's snapshot (resumed, or the session is gone); failures are logged:
+    the orphan is the store's to sweep, never a reason to keep a session."""
+    if ctx.snapshots is None:
+        return
+    try:
+        await ctx.snapshots.delete(snapshot_key(session))
+    except SandfleetError as exc:
+        log.warning("snapshot_delete_failed", session=f"{session.namespace}/{session.name}",
+                    error=str(exc))  # fmt: skip
+
+
+def _being_cancelled() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+async def _close(chunks: AsyncIterator[bytes]) -> None:
+    close = getattr(chunks, "aclose", None)
+    if close is not None:
+        await close()
