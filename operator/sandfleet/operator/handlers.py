@@ -162,8 +162,9 @@ async def reclaim_deleted_session(
     finished = status.get("phase") in {p.value for p in Phase if p.finished}
     pod = None if finished else status.get("podName")
     if pod is None and not finished:
+        # Released before the operator adopted it (a short claim): recycled all the same.
         pod = await unadopted_pod_to_reclaim(memo.kube, namespace, name, annotations)
-    elif pod is not None and await recycle_released(
+    if pod is not None and await recycle_released(
         memo, namespace, name, pod, status=status, annotations=annotations
     ):
         pod = None  # back in its pool: only the session's Secret and policy go

@@ -117,7 +117,10 @@ class PoolKeeper:
         }
         doomed = [p for p in pods if _stale(p, wanted_hash) or _broken(p)]
         live = [p for p in pods if p not in doomed]
-        missing = spec.replicas - len(live) - len(self._creating)
+        # Released pods on their way back (recycling) are the pool's already: no
+        # replacement for them, and the replacements made while they were claimed go.
+        returning = len(self._ctx.pools_returning.names(self.ref.namespace, self.ref.name) - seen)
+        missing = spec.replicas - len(live) - len(self._creating) - returning
         if missing < 0:  # scaled down: drop the not-ready ones first, then the newest
             excess = -missing
             live.sort(key=lambda p: p["metadata"].get("creationTimestamp") or "", reverse=True)

@@ -23,6 +23,7 @@ never leaves its namespace: pools, sessions and pods are all namespaced.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -43,6 +44,7 @@ from sandfleet.fleet.pod_index import Pod, pod_ip
 from sandfleet.fleet.resources import ObjectRef, owner_reference, resets_every_writable_path
 from sandfleet.kube import ConflictError, NotFoundError, resource_path
 from sandfleet.logs import get_logger
+from sandfleet.operator.adoption import pool_of
 from sandfleet.operator.binding import runtime_address
 from sandfleet.operator.context import OperatorContext
 from sandfleet.operator.provisioning import read_secret_value
@@ -94,22 +96,28 @@ async def recycle_released(
     annotations: Mapping[str, str],
 ) -> bool:
     """The released session's pod recycled into the pool it came from (True), or not; the
-    session's token is derived (a gateway claim) or read from its Secret (still there)."""
-    pool = status.get("poolName")
+    session's token is derived (a gateway claim) or read from its Secret (still there).
+    Every decision is logged with its reason (recycle_skipped, recycle_failed)."""
+    where = {"pod": f"{namespace}/{pod_name}", "session": session}
+    pod = ctx.pods.get(namespace, pod_name)
+    pool = status.get("poolName") or (pool_of(pod) if pod is not None else None)
     if not pool:
+        log.info("recycle_skipped", **where, reason="not a pool sandbox")
         return False
     try:
         if annotations.get(Annotation.CLAIMED_POD):
             if ctx.session_key is None:
+                log.warning("recycle_skipped", **where, reason="no session key to derive its token")
                 return False
             token = derive_session_token(ctx.session_key, namespace, session, pod_name)
         else:
             secret = status.get("tokenSecretName")
             if not secret:
+                log.warning("recycle_skipped", **where, reason="no token Secret recorded")
                 return False
             token = await read_secret_value(ctx.kube, namespace, secret, TOKEN_SECRET_KEY)
     except (SandfleetError, KeyError) as exc:
-        log.warning("recycle_failed", pod=f"{namespace}/{pod_name}", error=str(exc))
+        log.warning("recycle_failed", **where, reason="token unreadable", error=str(exc))
         return False
     return await recycle_sandbox(ctx, namespace, pod_name, str(pool), token)
 
@@ -119,25 +127,48 @@ async def recycle_sandbox(
 ) -> bool:
     """True when the pod went back to `pool` as an idle sandbox; False when the caller
     must delete it (recycling off, maxUses reached, or it did not verify clean)."""
+    where = {"pod": f"{namespace}/{pod_name}", "pool": pool}
     pod = ctx.pods.get(namespace, pod_name)
-    ip = pod_ip(pod) if pod is not None else None
-    if pod is None or ip is None or pod["metadata"].get("deletionTimestamp"):
+    if pod is None or pod["metadata"].get("deletionTimestamp") or pod_ip(pod) is None:
+        log.info("recycle_skipped", **where, reason="pod gone, leaving or without an address")
         return False
     try:
         body = await ctx.kube.get(resource_path(API_VERSION, POOL_PLURAL, namespace, pool))
     except NotFoundError:
+        log.info("recycle_skipped", **where, reason="pool gone")
         return False
     spec = SandboxPoolSpec.model_validate(body.get("spec") or {})
     uses = _uses(pod) + 1
-    if not spec.recycle or uses >= spec.max_uses or not resets_every_writable_path(pod):
+    reason = _not_recyclable(spec, pod, uses)
+    if reason is not None:
+        log.info("recycle_skipped", **where, reason=reason, uses=uses)
         return False
-    try:
-        pool_token = await _pool_token(ctx, namespace, pool)
-        await _reset_and_verify(runtime_address(ip), session_token, pool_token)
-        return await _return_to_pool(ctx, pod, ObjectRef.of(body), uses)
-    except (SandfleetError, OSError) as exc:
-        log.warning("recycle_failed", pod=f"{namespace}/{pod_name}", error=str(exc))
-        return False
+    started = time.perf_counter()
+    with ctx.pools_returning.returning(namespace, pool, pod_name):
+        try:
+            pool_token = await _pool_token(ctx, namespace, pool)
+            await _reset_and_verify(runtime_address(str(pod_ip(pod))), session_token, pool_token)
+            returned = await _return_to_pool(ctx, pod, ObjectRef.of(body), uses)
+        except (SandfleetError, OSError, TimeoutError) as exc:
+            log.warning("recycle_failed", **where, reason=type(exc).__name__, error=str(exc)[:300])
+            return False
+    seconds = round(time.perf_counter() - started, 3)
+    if returned:
+        log.info("sandbox_recycled", **where, uses=uses, seconds=seconds)
+    else:
+        log.warning("recycle_failed", **where, reason="pod changed meanwhile", seconds=seconds)
+    return returned
+
+
+def _not_recyclable(spec: SandboxPoolSpec, pod: Pod, uses: int) -> str | None:
+    """Why a released pod goes instead of back to its pool (None: it may go back)."""
+    if not spec.recycle:
+        return "the pool does not recycle"
+    if uses >= spec.max_uses:
+        return f"maxUses ({spec.max_uses}) reached"
+    if not resets_every_writable_path(pod):
+        return "made before the pool recycled (its reset restores only the working tree)"
+    return None
 
 
 async def _reset_and_verify(address: str, session_token: str, pool_token: str) -> None:
@@ -193,7 +224,6 @@ async def _return_to_pool(ctx: OperatorContext, pod: Pod, pool: ObjectRef, uses:
             pod = fresh
             continue
         ctx.pods.apply("MODIFIED", patched)
-        log.info("sandbox_recycled", pod=f"{metadata['namespace']}/{metadata['name']}", uses=uses)
         return True
     return False
 

@@ -43,3 +43,30 @@ class ClaimsInFlight:
             yield
         finally:
             self._pods.discard(key)
+
+
+class PoolsReturning:
+    """Released pods being reset and verified on their way back into their pool: the pool
+    keeper counts them as its own meanwhile, so it neither makes replacements for pods that
+    are coming back nor keeps the ones it made when they do."""
+
+    def __init__(self) -> None:
+        self._pods: dict[tuple[str, str], set[str]] = {}
+
+    def count(self, namespace: str, pool: str) -> int:
+        return len(self._pods.get((namespace, pool), ()))
+
+    def names(self, namespace: str, pool: str) -> frozenset[str]:
+        return frozenset(self._pods.get((namespace, pool), ()))
+
+    @contextlib.contextmanager
+    def returning(self, namespace: str, pool: str, pod: str) -> Iterator[None]:
+        """Counts the pod as the pool's for the block (its reset, check and patch)."""
+        pods = self._pods.setdefault((namespace, pool), set())
+        pods.add(pod)
+        try:
+            yield
+        finally:
+            pods.discard(pod)
+            if not pods:
+                self._pods.pop((namespace, pool), None)
