@@ -148,8 +148,10 @@ async def session_daemon(
 
 @kopf.on.delete(GROUP, VERSION, SESSION_PLURAL, id="reclaim")
 async def reclaim_deleted_session(
+    *,
     name: str,
     namespace: str | None,
+    spec: kopf.Spec,
     status: kopf.Status,
     annotations: kopf.Annotations,
     memo: OperatorContext,
@@ -164,8 +166,11 @@ async def reclaim_deleted_session(
     if pod is None and not finished:
         # Released before the operator adopted it (a short claim): recycled all the same.
         pod = await unadopted_pod_to_reclaim(memo.kube, namespace, name, annotations)
+    # The pool it came from: recorded once the operator took it on, else the one it was
+    # claimed from (checked against the pod's pool label before anything is reused).
+    pool = status.get("poolName") or (spec.get("poolRef") or {}).get("name")
     if pod is not None and await recycle_released(
-        memo, namespace, name, pod, status=status, annotations=annotations
+        memo, namespace, name, pod, pool=pool, status=status, annotations=annotations
     ):
         pod = None  # back in its pool: only the session's Secret and policy go
     await delete_session_children(

@@ -52,9 +52,9 @@ class PoolsReturning:
 
     def __init__(self) -> None:
         self._pods: dict[tuple[str, str], set[str]] = {}
-
-    def count(self, namespace: str, pool: str) -> int:
-        return len(self._pods.get((namespace, pool), ()))
+        self.writable_checked: set[tuple[str, str]] = set()
+        """(namespace, template hash) of pods whose image was seen to let the sandbox
+        user write only what a reset restores: an image's property, looked at once."""
 
     def names(self, namespace: str, pool: str) -> frozenset[str]:
         return frozenset(self._pods.get((namespace, pool), ()))
