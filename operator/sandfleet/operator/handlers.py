@@ -23,6 +23,7 @@ from sandfleet.api import (
     POOL_PLURAL,
     SESSION_PLURAL,
     VERSION,
+    Annotation,
     Phase,
     ReclaimReason,
 )
@@ -173,8 +174,16 @@ async def reclaim_deleted_session(
         memo, namespace, name, pod, pool=pool, status=status, annotations=annotations
     ):
         pod = None  # back in its pool: only the session's Secret and policy go
+    # A gateway-claimed session's token is derived: no Secret unless a worker made one.
+    secret = bool(status.get("tokenSecretName")) or not annotations.get(Annotation.CLAIMED_POD)
     await delete_session_children(
-        memo.kube, memo.metrics, namespace, name, pod=pod, reason=ReclaimReason.DELETED
+        memo.kube,
+        memo.metrics,
+        namespace,
+        name,
+        pod=pod,
+        reason=ReclaimReason.DELETED,
+        token_secret=secret,
     )
 
 

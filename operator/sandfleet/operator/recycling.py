@@ -142,17 +142,20 @@ async def recycle_sandbox(
         log.info("recycle_skipped", **where, reason=reason, uses=uses)
         return False
     template = (pod["metadata"].get("annotations") or {}).get(Annotation.TEMPLATE_HASH, "")
-    checked = ctx.pools_returning.writable_checked
-    with ctx.pools_returning.returning(namespace, pool, pod_name):
+    returning = ctx.pools_returning
+    with returning.returning(namespace, pool, pod_name):
         try:
             pool_token = await _pool_token(ctx, namespace, pool)
-            steps = await _reset_and_verify(
-                runtime_address(str(pod_ip(pod))),
-                session_token,
-                pool_token,
-                check_writable=(namespace, template) not in checked,
-            )
-            checked.add((namespace, template))
+            # The first release of a template looks at what its image lets the user write;
+            # the releases meanwhile wait for that answer instead of each looking again.
+            async with returning.template_lock(namespace, template):
+                steps = await _reset_and_verify(
+                    runtime_address(str(pod_ip(pod))),
+                    session_token,
+                    pool_token,
+                    check_writable=(namespace, template) not in returning.writable_checked,
+                )
+                returning.writable_checked.add((namespace, template))
             returned = await _return_to_pool(ctx, pod, ObjectRef.of(body), uses)
         except (SandfleetError, OSError, TimeoutError) as exc:
             log.warning("recycle_failed", **where, reason=type(exc).__name__, error=str(exc)[:300])

@@ -6,8 +6,9 @@ claimed pod. Claims in flight keep concurrent sessions of this process off the s
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 
 class PoolTokens:
@@ -55,6 +56,20 @@ class PoolsReturning:
         self.writable_checked: set[tuple[str, str]] = set()
         """(namespace, template hash) of pods whose image was seen to let the sandbox
         user write only what a reset restores: an image's property, looked at once."""
+        self._looking: dict[tuple[str, str], asyncio.Lock] = {}
+
+    @contextlib.asynccontextmanager
+    async def template_lock(self, namespace: str, template: str) -> AsyncIterator[None]:
+        """Held for a recycle while its template's writable paths are not known to be
+        restored; once they are, a no-op (recycles of a checked template run at once)."""
+        key = (namespace, template)
+        if key in self.writable_checked:
+            yield
+            return
+        async with self._looking.setdefault(key, asyncio.Lock()):
+            yield
+        if key in self.writable_checked:
+            self._looking.pop(key, None)
 
     def names(self, namespace: str, pool: str) -> frozenset[str]:
         return frozenset(self._pods.get((namespace, pool), ()))
