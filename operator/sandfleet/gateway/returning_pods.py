@@ -11,14 +11,14 @@ idle pod waits for the next warm one. Only this replica's releases are known her
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sandfleet.api import Annotation
-from sandfleet.fleet.pod_index import PodIndex
+from sandfleet.api import Annotation, Label, PodState
+from sandfleet.fleet.pod_index import Pod, PodIndex
 from sandfleet.fleet.resources import resets_every_writable_path
-from sandfleet.gateway.idle_pods import claimable
 
 RETURN_WAIT_S = 10.0
 """How long a released pod is expected back: a recycle takes ~0.1-3 s (under load); past
@@ -32,7 +32,7 @@ class ReturningPods:
     def __init__(self, index: PodIndex, clock: Callable[[], float] = time.monotonic) -> None:
         self._index = index
         self._clock = clock
-        self._pods: dict[tuple[str, str], dict[str, float]] = {}
+        self._pods: dict[tuple[str, str], dict[str, _Expected]] = {}
 
     def released(self, namespace: str, session: Mapping[str, Any]) -> None:
         """Note a released session (its body as the DELETE answered it): its pod is
@@ -45,7 +45,10 @@ class ReturningPods:
         pod = self._index.get(namespace, name) if pool and name else None
         if pod is None or not resets_every_writable_path(pod):
             return
-        self._pods.setdefault((namespace, str(pool)), {})[str(name)] = self._clock() + RETURN_WAIT_S
+        holder = (pod["metadata"].get("labels") or {}).get(Label.SESSION, "")
+        self._pods.setdefault((namespace, str(pool)), {})[str(name)] = _Expected(
+            holder, self._clock() + RETURN_WAIT_S
+        )
 
     def wait_left_s(self, namespace: str, pool: str) -> float:
         """How long a claim on `pool` may wait for a returning pod (0: none is expected)."""
@@ -53,11 +56,27 @@ class ReturningPods:
         if not pods:
             return 0.0
         now = self._clock()
-        for name, deadline in list(pods.items()):
-            pod = self._index.get(namespace, name)
-            if deadline <= now or pod is None or claimable(pod):
-                del pods[name]  # back (claimable by anyone), gone, or overdue
+        for name, expected in list(pods.items()):
+            if expected.deadline <= now or not _still_held(
+                self._index.get(namespace, name), expected.holder
+            ):
+                del pods[name]  # back (idle, or claimed again already), gone, or overdue
         if not pods:
             del self._pods[(namespace, pool)]
             return 0.0
-        return max(pods.values()) - now
+        return max(e.deadline for e in pods.values()) - now
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Expected:
+    holder: str
+    """The released session's label on the pod: while it is there, the pod is on its way."""
+    deadline: float
+
+
+def _still_held(pod: Pod | None, holder: str) -> bool:
+    """The pod is still claimed by the released session and not leaving."""
+    if pod is None or pod["metadata"].get("deletionTimestamp"):
+        return False
+    labels = pod["metadata"].get("labels") or {}
+    return labels.get(Label.STATE) == PodState.CLAIMED and labels.get(Label.SESSION) == holder
