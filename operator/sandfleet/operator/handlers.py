@@ -24,9 +24,11 @@ from sandfleet.api import (
     SESSION_PLURAL,
     VERSION,
     Annotation,
+    Label,
     Phase,
     ReclaimReason,
 )
+from sandfleet.fleet.naming import label_value
 from sandfleet.kube import api_server_connector
 from sandfleet.logs import get_logger
 from sandfleet.operator.adoption import unadopted_pod_to_reclaim
@@ -167,6 +169,11 @@ async def reclaim_deleted_session(
     if pod is None and not finished:
         # Released before the operator adopted it (a short claim): recycled all the same.
         pod = await unadopted_pod_to_reclaim(memo.kube, namespace, name, annotations)
+    elif pod is not None and not _still_held(memo, namespace, pod, name):
+        # Back in its pool already, maybe claimed by another session since (a repeated
+        # run of this handler): not this session's to recycle or delete.
+        log.warning("reclaim_skipped_pod", session=f"{namespace}/{name}", pod=pod)
+        pod = None
     # The pool it came from: recorded once the operator took it on, else the one it was
     # claimed from (checked against the pod's pool label before anything is reused).
     pool = status.get("poolName") or (spec.get("poolRef") or {}).get("name")
@@ -185,6 +192,15 @@ async def reclaim_deleted_session(
         reason=ReclaimReason.DELETED,
         token_secret=secret,
     )
+
+
+def _still_held(memo: OperatorContext, namespace: str, pod_name: str, session: str) -> bool:
+    """The pod, as the index last saw it, still carries the session's label (a pod the
+    index has not seen yet, just created for it, counts as held)."""
+    pod = memo.pods.get(namespace, pod_name)
+    if pod is None:
+        return True
+    return (pod["metadata"].get("labels") or {}).get(Label.SESSION) == label_value(session)
 
 
 @kopf.daemon(GROUP, VERSION, POOL_PLURAL, id="pool", cancellation_timeout=10.0, backoff=5)
