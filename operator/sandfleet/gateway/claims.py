@@ -47,6 +47,7 @@ from sandfleet.gateway.claim_sources import Workdirs
 from sandfleet.gateway.claim_types import Claimed, ClaimError, ClaimFailure, ClaimSpec
 from sandfleet.gateway.idle_pods import IdlePods, claimable, runtime_address
 from sandfleet.gateway.resume import request_resume
+from sandfleet.gateway.returning_pods import ReturningPods
 from sandfleet.kube import (
     ConflictError,
     InvalidError,
@@ -57,6 +58,8 @@ from sandfleet.kube import (
 from sandfleet.logs import get_logger
 
 log = get_logger(__name__)
+
+_DELETE_OPTIONS = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -88,6 +91,7 @@ class Claimer:
         self._settings = settings
         self.idle = IdlePods(kube, settings.namespaces, rpc_timeout_s=settings.rpc_timeout_s)
         self._workdirs = Workdirs(kube, cache_s=settings.lookup_cache_s)
+        self.returning = ReturningPods(self.idle.index)
         self.hand_over: Callable[[str, grpc.aio.Channel], None] | None = None
         """Takes the runtime channel a warm claim bound over (the proxy's channel cache),
         keyed by the runtime's address; None: the channel is closed."""
@@ -201,6 +205,25 @@ class Claimer:
         """A warm pod of `pool` claimed, bound and given its session; None when none is left."""
         started = time.perf_counter()
         name = fixed_name or session_name(spec.generate_name)
+        while True:
+            claimed = await self._claim_candidate(spec, pool, workdir, name)
+            wait_s = self.returning.wait_left_s(spec.namespace, pool)
+            if claimed is not None or wait_s <= 0:
+                break
+            await self.idle.until_warm(wait_s)  # a released pod on its way back
+        if claimed is not None:
+            log.info(
+                "warm_claim",
+                session=f"{spec.namespace}/{name}",
+                pod=claimed.pod,
+                seconds=round(time.perf_counter() - started, 4),
+            )
+        return claimed
+
+    async def _claim_candidate(
+        self, spec: ClaimSpec, pool: str, workdir: str, name: str
+    ) -> Claimed | None:
+        """One of the pool's idle pods claimed as session `name`; None when none is left."""
         candidates = self.idle.candidates(spec.namespace, pool)
         random.shuffle(candidates)  # replicas starting from one list would all race
         for pod in candidates:
@@ -219,12 +242,6 @@ class Claimer:
                 self.hand_over(claimed.address, client.detach_channel())
             else:
                 await client.close()
-            log.info(
-                "warm_claim",
-                session=f"{spec.namespace}/{name}",
-                pod=claimed.pod,
-                seconds=round(time.perf_counter() - started, 4),
-            )
             return claimed
         return None
 
@@ -441,9 +458,11 @@ class Claimer:
 
         async def delete(name: str) -> int:
             try:
-                await self._kube.delete(sessions.path(name), missing_ok=False)
+                # The answer (the session, its finalizer still on) says which pod comes back.
+                body = await self._kube.request("DELETE", sessions.path(name), _DELETE_OPTIONS)
             except NotFoundError:
                 return 0
+            self.returning.released(namespace, body)
             return 1
 
         return sum(await asyncio.gather(*(delete(n) for n in names)))

@@ -89,6 +89,7 @@ class IdlePods:
         self._channels: dict[Key, _Channel] = {}
         self._tokens: dict[Key, str] = {}
         self._feed: asyncio.Task[None] | None = None
+        self._warm_waiters: set[asyncio.Future[None]] = set()
 
     async def start(self, timeout_s: float = 60.0) -> None:
         """Start the watch; returns once every namespace has been listed."""
@@ -129,6 +130,18 @@ class IdlePods:
         del self._channels[(namespace, name)]
         client, channel.client = channel.client, None
         return client
+
+    async def until_warm(self, timeout_s: float) -> None:
+        """Returns when a pod's channel has become warm (a new candidate), or after
+        `timeout_s`."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._warm_waiters.add(waiter)
+        try:
+            await asyncio.wait_for(waiter, timeout_s)
+        except TimeoutError:
+            pass
+        finally:
+            self._warm_waiters.discard(waiter)
 
     def forget_pool_token(self, namespace: str, pool: str) -> None:
         self._tokens.pop((namespace, pool), None)
@@ -182,6 +195,9 @@ class IdlePods:
                 delay = min(delay * 2, _WARM_RETRY_MAX_S)
                 continue
             channel.warm = True
+            for waiter in self._warm_waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
             return
 
     async def _pool_token(self, namespace: str, pool: str) -> str:

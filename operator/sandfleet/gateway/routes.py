@@ -227,7 +227,7 @@ class SessionRoutes:
             and previous.address
             and (previous.address != route.address or route.finished)
         ):
-            self.on_gone(previous.address)
+            self._gone(previous.address)
 
     def _drop(self, key: tuple[str, str]) -> None:
         route = self._routes.pop(key, None)
@@ -236,7 +236,14 @@ class SessionRoutes:
         if route.holds_quota:
             self._active[route.namespace] -= 1
         if route.address:
-            self.on_gone(route.address)
+            self._gone(route.address)
+
+    def _gone(self, address: str) -> None:
+        """`on_gone`, unless another live session is at that address: a recycled pod serves
+        its next session at the same address, often before the last one's route goes, and
+        closing the channel then cut that session's calls off (their first command hung)."""
+        if not any(r.address == address and not r.finished for r in self._routes.values()):
+            self.on_gone(address)
 
     async def run(self, *, retry_delay_s: float = 1.0) -> None:
         """List then watch the sessions forever (one stream per served namespace, or one for

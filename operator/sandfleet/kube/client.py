@@ -216,8 +216,11 @@ class KubeClient:
         propagation: Propagation = "Background",
         missing_ok: bool = True,
         grace_period_s: int | None = None,
+        preconditions: JsonObject | None = None,
     ) -> None:
-        """Delete the object; with missing_ok an object already gone is not an error."""
+        """Delete the object; with missing_ok an object already gone is not an error.
+        `preconditions` (uid, resourceVersion): only that object as it was seen, else
+        ConflictError."""
         options: JsonObject = {
             "apiVersion": "v1",
             "kind": "DeleteOptions",
@@ -225,6 +228,8 @@ class KubeClient:
         }
         if grace_period_s is not None:
             options["gracePeriodSeconds"] = grace_period_s
+        if preconditions:
+            options["preconditions"] = preconditions
         try:
             await self.request("DELETE", path, options)
         except NotFoundError:

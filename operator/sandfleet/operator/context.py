@@ -25,7 +25,7 @@ from sandfleet.operator.metrics import OperatorMetrics
 from sandfleet.operator.model_endpoints import EndpointAllowlist
 from sandfleet.operator.settings import OperatorSettings
 from sandfleet.operator.trajectory_store import TrajectoryStore
-from sandfleet.operator.warm_pools import ClaimsInFlight, PoolTokens
+from sandfleet.operator.warm_pools import ClaimsInFlight, PoolsReturning, PoolTokens
 from sandfleet.snapshots.store import SnapshotStore
 
 
@@ -56,6 +56,8 @@ class OperatorContext:
     """Where suspended sessions' files go; None: suspend is refused."""
     claims: ClaimsInFlight = dataclasses.field(default_factory=ClaimsInFlight)
     pool_tokens: PoolTokens = dataclasses.field(default_factory=PoolTokens)
+    pools_returning: PoolsReturning = dataclasses.field(default_factory=PoolsReturning)
+    """Released pods being recycled, by pool: the keepers count them as theirs."""
     pool_pod_creates: TokenBucket = dataclasses.field(default_factory=lambda: TokenBucket(20, 100))
     """Pod creations of all pools' refills (settings.pool_pod_creates_per_second, _burst)."""
     background: list[Callable[[], Coroutine[Any, Any, None]]] = dataclasses.field(

@@ -25,9 +25,12 @@ from sandfleet.api import (
     SESSION_KIND,
     SESSION_PLURAL,
     VERSION,
+    Annotation,
+    Label,
     Phase,
     ReclaimReason,
 )
+from sandfleet.fleet.naming import label_value
 from sandfleet.fleet.resources import ObjectRef
 from sandfleet.kube import api_server_connector
 from sandfleet.logs import get_logger
@@ -156,6 +159,7 @@ async def reclaim_deleted_session(
     name: str,
     namespace: str | None,
     uid: str,
+    spec: kopf.Spec,
     status: kopf.Status,
     annotations: kopf.Annotations,
     memo: OperatorContext,
@@ -168,16 +172,42 @@ async def reclaim_deleted_session(
     finished = status.get("phase") in {p.value for p in Phase if p.finished}
     pod = None if finished else status.get("podName")
     if pod is None and not finished:
+        # Released before the operator adopted it (a short claim): recycled all the same.
         pod = await unadopted_pod_to_reclaim(memo.kube, namespace, name, annotations)
-    elif pod is not None and await recycle_released(
-        memo, namespace, name, pod, status=status, annotations=annotations
+    elif pod is not None and not _still_held(memo, namespace, pod, name):
+        # Back in its pool already, maybe claimed by another session since (a repeated
+        # run of this handler): not this session's to recycle or delete.
+        log.warning("reclaim_skipped_pod", session=f"{namespace}/{name}", pod=pod)
+        pod = None
+    # The pool it came from: recorded once the operator took it on, else the one it was
+    # claimed from (checked against the pod's pool label before anything is reused).
+    pool = status.get("poolName") or (spec.get("poolRef") or {}).get("name")
+    if pod is not None and await recycle_released(
+        memo, namespace, name, pod, pool=pool, status=status, annotations=annotations
     ):
         pod = None  # back in its pool: only the session's Secret and policy go
+    # A gateway-claimed session's token is derived: no Secret unless a worker made one.
+    secret = bool(status.get("tokenSecretName")) or not annotations.get(Annotation.CLAIMED_POD)
     await delete_session_children(
-        memo.kube, memo.metrics, namespace, name, pod=pod, reason=ReclaimReason.DELETED
+        memo.kube,
+        memo.metrics,
+        namespace,
+        name,
+        pod=pod,
+        reason=ReclaimReason.DELETED,
+        token_secret=secret,
     )
     # A suspended session's files go with it (and a failed resume's, kept for inspection).
     await drop_snapshot(memo, ObjectRef(namespace, name, uid, SESSION_KIND, API_VERSION))
+
+
+def _still_held(memo: OperatorContext, namespace: str, pod_name: str, session: str) -> bool:
+    """The pod, as the index last saw it, still carries the session's label (a pod the
+    index has not seen yet, just created for it, counts as held)."""
+    pod = memo.pods.get(namespace, pod_name)
+    if pod is None:
+        return True
+    return (pod["metadata"].get("labels") or {}).get(Label.SESSION) == label_value(session)
 
 
 @kopf.daemon(GROUP, VERSION, POOL_PLURAL, id="pool", cancellation_timeout=10.0, backoff=5)

@@ -55,6 +55,9 @@ log = get_logger(__name__)
 MAX_CREATES_PER_ROUND = 50
 """Bounds one round's burst of pod creations (the client's rate limit paces them too)."""
 RECHECK_S = 2.0
+STATUS_COUNTS_EVERY_S = 1.0
+"""A status write that changes only the counts (ready, starting, claims) waits this long
+after the previous one: at many claims a second, one write instead of one per claim."""
 """Spec changes arrive through kopf's live body, not a signal: look again this often."""
 
 
@@ -66,6 +69,7 @@ class PoolKeeper:
         self._creating: dict[str, float] = {}
         """Pods created but not yet seen in the index, by name: counted as live meanwhile."""
         self._last_status: dict[str, Any] = {}
+        self._last_status_write = 0.0
         self._log = log.bind(pool=f"{self.ref.namespace}/{self.ref.name}")
         self._signal_key = f"pool/{label_value(self.ref.name)}"
 
@@ -117,7 +121,10 @@ class PoolKeeper:
         }
         doomed = [p for p in pods if _stale(p, wanted_hash) or _broken(p)]
         live = [p for p in pods if p not in doomed]
-        missing = spec.replicas - len(live) - len(self._creating)
+        # Released pods on their way back (recycling) are the pool's already: no
+        # replacement for them, and the replacements made while they were claimed go.
+        returning = len(self._ctx.pools_returning.names(self.ref.namespace, self.ref.name) - seen)
+        missing = spec.replicas - len(live) - len(self._creating) - returning
         if missing < 0:  # scaled down: drop the not-ready ones first, then the newest
             excess = -missing
             live.sort(key=lambda p: p["metadata"].get("creationTimestamp") or "", reverse=True)
@@ -206,7 +213,16 @@ class PoolKeeper:
         comparable = {**status, "problem": problem}
         if comparable == self._last_status:
             return
+        counts_only = {**comparable, "replicas": 0, "startingReplicas": 0, "claims": 0} == {
+            **self._last_status,
+            "replicas": 0,
+            "startingReplicas": 0,
+            "claims": 0,
+        }
+        if counts_only and time.monotonic() - self._last_status_write < STATUS_COUNTS_EVERY_S:
+            return  # a busy pool's counts change with every claim: a later round writes them
         self._last_status = comparable
+        self._last_status_write = time.monotonic()
         await self._ctx.kube.patch(
             resource_path(API_VERSION, POOL_PLURAL, self.ref.namespace, self.ref.name, "status"),
             {"status": {**status, "conditions": conditions}},

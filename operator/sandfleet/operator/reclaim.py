@@ -22,15 +22,19 @@ async def delete_session_children(
     *,
     pod: str | None,
     reason: ReclaimReason,
+    token_secret: bool = True,
 ) -> None:
     """Delete what the operator made for `session` now, without waiting for the garbage
-    collector (which would also get there through the ownerReferences, only later)."""
+    collector (which would also get there through the ownerReferences, only later).
+    `token_secret` False: the session has none (a gateway claim's token is derived), and
+    deleting it anyway would be one API write for a 404."""
     paths = [
-        resource_path("v1", "secrets", namespace, token_secret_name(session)),
         resource_path(
             "networking.k8s.io/v1", "networkpolicies", namespace, network_policy_name(session)
         ),
     ]
+    if token_secret:
+        paths.append(resource_path("v1", "secrets", namespace, token_secret_name(session)))
     if pod:
         paths.insert(0, resource_path("v1", "pods", namespace, pod))
     # Grace 0 for the pod: a sandbox holds nothing worth a graceful stop, and its memory

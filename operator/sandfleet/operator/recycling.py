@@ -23,6 +23,7 @@ never leaves its namespace: pools, sessions and pods are all namespaced.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,7 +39,7 @@ from sandfleet.api import (
 )
 from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandfleetError
-from sandfleet.fleet.naming import pool_token_secret_name
+from sandfleet.fleet.naming import label_value, pool_token_secret_name
 from sandfleet.fleet.pod_index import Pod, pod_ip
 from sandfleet.fleet.resources import ObjectRef, owner_reference, resets_every_writable_path
 from sandfleet.kube import ConflictError, NotFoundError, resource_path
@@ -90,26 +91,31 @@ async def recycle_released(
     session: str,
     pod_name: str,
     *,
+    pool: str | None,
     status: Mapping[str, Any],
     annotations: Mapping[str, str],
 ) -> bool:
-    """The released session's pod recycled into the pool it came from (True), or not; the
-    session's token is derived (a gateway claim) or read from its Secret (still there)."""
-    pool = status.get("poolName")
+    """The released session's pod recycled into `pool`, the one it came from (True), or
+    not; the session's token is derived (a gateway claim) or read from its Secret (still
+    there). Every decision is logged with its reason (recycle_skipped, recycle_failed)."""
+    where = {"pod": f"{namespace}/{pod_name}", "session": session}
     if not pool:
+        log.info("recycle_skipped", **where, reason="not a pool sandbox")
         return False
     try:
         if annotations.get(Annotation.CLAIMED_POD):
             if ctx.session_key is None:
+                log.warning("recycle_skipped", **where, reason="no session key to derive its token")
                 return False
             token = derive_session_token(ctx.session_key, namespace, session, pod_name)
         else:
             secret = status.get("tokenSecretName")
             if not secret:
+                log.warning("recycle_skipped", **where, reason="no token Secret recorded")
                 return False
             token = await read_secret_value(ctx.kube, namespace, secret, TOKEN_SECRET_KEY)
     except (SandfleetError, KeyError) as exc:
-        log.warning("recycle_failed", pod=f"{namespace}/{pod_name}", error=str(exc))
+        log.warning("recycle_failed", **where, reason="token unreadable", error=str(exc))
         return False
     return await recycle_sandbox(ctx, namespace, pod_name, str(pool), token)
 
@@ -119,45 +125,100 @@ async def recycle_sandbox(
 ) -> bool:
     """True when the pod went back to `pool` as an idle sandbox; False when the caller
     must delete it (recycling off, maxUses reached, or it did not verify clean)."""
+    where = {"pod": f"{namespace}/{pod_name}", "pool": pool}
     pod = ctx.pods.get(namespace, pod_name)
-    ip = pod_ip(pod) if pod is not None else None
-    if pod is None or ip is None or pod["metadata"].get("deletionTimestamp"):
+    if pod is None or pod["metadata"].get("deletionTimestamp") or pod_ip(pod) is None:
+        log.info("recycle_skipped", **where, reason="pod gone, leaving or without an address")
         return False
     try:
         body = await ctx.kube.get(resource_path(API_VERSION, POOL_PLURAL, namespace, pool))
     except NotFoundError:
+        log.info("recycle_skipped", **where, reason="pool gone")
         return False
     spec = SandboxPoolSpec.model_validate(body.get("spec") or {})
     uses = _uses(pod) + 1
-    if not spec.recycle or uses >= spec.max_uses or not resets_every_writable_path(pod):
+    reason = _not_recyclable(spec, pod, pool, uses)
+    if reason is not None:
+        log.info("recycle_skipped", **where, reason=reason, uses=uses)
         return False
-    try:
-        pool_token = await _pool_token(ctx, namespace, pool)
-        await _reset_and_verify(runtime_address(ip), session_token, pool_token)
-        return await _return_to_pool(ctx, pod, ObjectRef.of(body), uses)
-    except (SandfleetError, OSError) as exc:
-        log.warning("recycle_failed", pod=f"{namespace}/{pod_name}", error=str(exc))
-        return False
+    template = (pod["metadata"].get("annotations") or {}).get(Annotation.TEMPLATE_HASH, "")
+    returning = ctx.pools_returning
+    with returning.returning(namespace, pool, pod_name):
+        try:
+            pool_token = await _pool_token(ctx, namespace, pool)
+            # The first release of a template looks at what its image lets the user write;
+            # the releases meanwhile wait for that answer instead of each looking again.
+            async with returning.template_lock(namespace, template):
+                steps = await _reset_and_verify(
+                    runtime_address(str(pod_ip(pod))),
+                    session_token,
+                    pool_token,
+                    check_writable=(namespace, template) not in returning.writable_checked,
+                )
+                returning.writable_checked.add((namespace, template))
+            returned = await _return_to_pool(ctx, pod, ObjectRef.of(body), uses)
+        except (SandfleetError, OSError, TimeoutError) as exc:
+            log.warning("recycle_failed", **where, reason=type(exc).__name__, error=str(exc)[:300])
+            return False
+    if returned:
+        log.info("sandbox_recycled", **where, uses=uses, **steps)
+    else:
+        log.warning("recycle_failed", **where, reason="pod changed meanwhile", **steps)
+    return returned
 
 
-async def _reset_and_verify(address: str, session_token: str, pool_token: str) -> None:
+def _not_recyclable(spec: SandboxPoolSpec, pod: Pod, pool: str, uses: int) -> str | None:
+    """Why a released pod goes instead of back to its pool (None: it may go back)."""
+    if (pod["metadata"].get("labels") or {}).get(Label.POOL) != label_value(pool):
+        return "not a pod of this pool"
+    if not spec.recycle:
+        return "the pool does not recycle"
+    if uses >= spec.max_uses:
+        return f"maxUses ({spec.max_uses}) reached"
+    if not resets_every_writable_path(pod):
+        return "made before the pool recycled (its reset restores only the working tree)"
+    return None
+
+
+async def _reset_and_verify(
+    address: str, session_token: str, pool_token: str, *, check_writable: bool
+) -> dict[str, float]:
+    """Steps 1-3 of the module's doc; returns each step's seconds (for the log). The look at
+    what is writable is an image's property: `check_writable` once per pool template."""
+    steps: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    def step(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        steps[name] = round(now - clock, 3)
+        clock = now
+
     async with asyncio.timeout(5 * RECYCLE_RPC_TIMEOUT_S):
         tenant = RuntimeClient(address, session_token, rpc_timeout_s=RECYCLE_RPC_TIMEOUT_S)
         try:
             await tenant.bind_session(pool_token, {}, session="")
         finally:
             await tenant.close()
+        step("bind_s")
         runtime = RuntimeClient(address, pool_token, rpc_timeout_s=RECYCLE_RPC_TIMEOUT_S)
         try:
-            found = await runtime.run_command(WRITABLE_DIRECTORIES, timeout_s=RECYCLE_RPC_TIMEOUT_S)
+            if check_writable:
+                found = await runtime.run_command(
+                    WRITABLE_DIRECTORIES, timeout_s=RECYCLE_RPC_TIMEOUT_S
+                )
+                step("writable_s")
+                outside = writable_outside_the_reset(found.stdout)
+                if outside:
+                    listed = ", ".join(outside[:5])
+                    raise NotCleanError(f"writable outside what its reset restores: {listed}")
             await runtime.reset()
+            step("reset_s")
             again = await runtime.reset()
             stats = await runtime.stats()
+            step("check_s")
         finally:
             await runtime.close()
-    outside = writable_outside_the_reset(found.stdout)
-    if outside:
-        raise NotCleanError(f"writable outside what its reset restores: {', '.join(outside[:5])}")
     left = {
         "killed_processes": again.killed_processes,
         "removed_paths": again.removed_paths,
@@ -168,6 +229,7 @@ async def _reset_and_verify(address: str, session_token: str, pool_token: str) -
     }
     if any(left.values()):
         raise NotCleanError(f"not clean after its reset: {left}")
+    return steps
 
 
 async def _return_to_pool(ctx: OperatorContext, pod: Pod, pool: ObjectRef, uses: int) -> bool:
@@ -193,7 +255,6 @@ async def _return_to_pool(ctx: OperatorContext, pod: Pod, pool: ObjectRef, uses:
             pod = fresh
             continue
         ctx.pods.apply("MODIFIED", patched)
-        log.info("sandbox_recycled", pod=f"{metadata['namespace']}/{metadata['name']}", uses=uses)
         return True
     return False
 

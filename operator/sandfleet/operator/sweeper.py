@@ -28,7 +28,7 @@ from sandfleet.api import (
     ReclaimReason,
 )
 from sandfleet.fleet.naming import label_value
-from sandfleet.kube import KubeClient, resource_path
+from sandfleet.kube import ConflictError, KubeClient, resource_path
 from sandfleet.logs import get_logger
 from sandfleet.operator.metrics import OperatorMetrics
 
@@ -130,10 +130,17 @@ async def sweep_once(
     for obj in doomed:
         meta = obj["metadata"]
         api, plural = next((a, p) for a, p in _KINDS if _kind_of(p) == obj["kind"])
-        await kube.delete(
-            resource_path(api, plural, meta["namespace"], meta["name"]),
-            grace_period_s=0 if plural == "pods" else None,
-        )
+        try:
+            # Only as listed: a pod recycled into its pool since (its session gone by the
+            # time the sessions were listed) and claimed again is not an orphan any more.
+            await kube.delete(
+                resource_path(api, plural, meta["namespace"], meta["name"]),
+                grace_period_s=0 if plural == "pods" else None,
+                preconditions={k: meta[k] for k in ("uid", "resourceVersion") if k in meta},
+            )
+        except ConflictError:
+            log.info("orphan_changed_since_listed", kind=obj["kind"], name=meta["name"])
+            continue
         if plural == "pods":
             metrics.reclaimed(ReclaimReason.ORPHAN)
         log.info("orphan_deleted", kind=obj["kind"], namespace=meta["namespace"], name=meta["name"])

@@ -6,8 +6,9 @@ claimed pod. Claims in flight keep concurrent sessions of this process off the s
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 
 class PoolTokens:
@@ -43,3 +44,44 @@ class ClaimsInFlight:
             yield
         finally:
             self._pods.discard(key)
+
+
+class PoolsReturning:
+    """Released pods being reset and verified on their way back into their pool: the pool
+    keeper counts them as its own meanwhile, so it neither makes replacements for pods that
+    are coming back nor keeps the ones it made when they do."""
+
+    def __init__(self) -> None:
+        self._pods: dict[tuple[str, str], set[str]] = {}
+        self.writable_checked: set[tuple[str, str]] = set()
+        """(namespace, template hash) of pods whose image was seen to let the sandbox
+        user write only what a reset restores: an image's property, looked at once."""
+        self._looking: dict[tuple[str, str], asyncio.Lock] = {}
+
+    @contextlib.asynccontextmanager
+    async def template_lock(self, namespace: str, template: str) -> AsyncIterator[None]:
+        """Held for a recycle while its template's writable paths are not known to be
+        restored; once they are, a no-op (recycles of a checked template run at once)."""
+        key = (namespace, template)
+        if key in self.writable_checked:
+            yield
+            return
+        async with self._looking.setdefault(key, asyncio.Lock()):
+            yield
+        if key in self.writable_checked:
+            self._looking.pop(key, None)
+
+    def names(self, namespace: str, pool: str) -> frozenset[str]:
+        return frozenset(self._pods.get((namespace, pool), ()))
+
+    @contextlib.contextmanager
+    def returning(self, namespace: str, pool: str, pod: str) -> Iterator[None]:
+        """Counts the pod as the pool's for the block (its reset, check and patch)."""
+        pods = self._pods.setdefault((namespace, pool), set())
+        pods.add(pod)
+        try:
+            yield
+        finally:
+            pods.discard(pod)
+            if not pods:
+                self._pods.pop((namespace, pool), None)

@@ -95,3 +95,15 @@ def test_a_released_session_stays_routable_but_stops_counting() -> None:
     route = index.get("team-a", "s")
     assert route is not None and route.ready and route.deleting
     assert index.active("team-a") == 0 and gone == []
+
+
+def test_a_recycled_pods_address_stays_open_while_its_next_session_uses_it() -> None:
+    """The pod of a released session serves the next claim at the same address, often
+    before the released session's route goes: its channel must not be closed under it."""
+    index, gone = routes()
+    index.apply("ADDED", session_object("team-a", "s1", pod="p", pod_ip="10.0.0.3"))
+    index.record(claimed("s2", pod="p", address="10.0.0.3:50051"))
+    index.apply("DELETED", session_object("team-a", "s1", pod="p", pod_ip="10.0.0.3"))
+    assert gone == []
+    index.apply("DELETED", session_object("team-a", "s2", pod="p", pod_ip="10.0.0.3"))
+    assert gone == ["10.0.0.3:50051"]

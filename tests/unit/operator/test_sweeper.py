@@ -127,6 +127,7 @@ class RecordingKube:
         propagation: str = "Background",
         missing_ok: bool = True,
         grace_period_s: int | None = None,
+        preconditions: dict[str, str] | None = None,
     ) -> None:
         self.calls.append(("delete", path, None))
         self.deletes.append((path, grace_period_s))
