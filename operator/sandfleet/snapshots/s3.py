@@ -27,9 +27,10 @@ import obstore
 from obstore.exceptions import BaseError, PermissionDeniedError, UnauthenticatedError
 from obstore.store import S3Store
 
-from sandfleet.errors import SnapshotCorruptError, SnapshotTooLargeError
+from sandfleet.errors import SnapshotCorruptError
 from sandfleet.logs import get_logger
 from sandfleet.snapshots.store import (
+    ArchiveTally,
     SnapshotKey,
     SnapshotMissingError,
     SnapshotStoreUnavailableError,
@@ -192,20 +193,13 @@ class S3SnapshotStore:
         """Stream the archive up (multipart, PART_BYTES a part); its size and sha256. On any
         failure what was uploaded is removed and the cause raised: the limit, the store, or
         the source's own error."""
-        digest = hashlib.sha256()
-        size = 0
+        tally = ArchiveTally(limit_bytes)
         stopped: list[Exception] = []  # what stopped the stream: the limit, or the source
 
         async def counted() -> AsyncIterator[bytes]:
-            nonlocal size
             try:
                 async for chunk in chunks:
-                    size += len(chunk)
-                    if size > limit_bytes:
-                        raise SnapshotTooLargeError(
-                            f"the snapshot exceeds the limit of {limit_bytes} bytes"
-                        )
-                    digest.update(chunk)
+                    tally.add(chunk)
                     yield chunk
             except Exception as error:
                 stopped.append(error)
@@ -228,7 +222,7 @@ class S3SnapshotStore:
             if isinstance(error, BaseError):
                 self._unavailable("write", key, error)
             raise
-        return size, digest.hexdigest()
+        return tally.size_bytes, tally.sha256
 
     async def _verify(self, stored: StoredSnapshot) -> None:
         """Read the stored archive back and compare; a mismatch removes it (the sandbox is

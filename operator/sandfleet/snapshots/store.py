@@ -10,11 +10,12 @@ namespace is the first part of every stored path or object name, so a store can 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 from collections.abc import AsyncIterable, AsyncIterator
 from typing import Protocol
 
-from sandfleet.errors import SnapshotCorruptError, SuspendError
+from sandfleet.errors import SnapshotCorruptError, SnapshotTooLargeError, SuspendError
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -61,6 +62,28 @@ class StoredSnapshot:
     sha256: str
     stored_at: float
     """Seconds since the epoch when the store finished writing it."""
+
+
+class ArchiveTally:
+    """The size and sha256 of an archive as it streams into a store; past the limit it
+    refuses the chunk, so no store ever holds more than the limit."""
+
+    def __init__(self, limit_bytes: int) -> None:
+        self._limit_bytes = limit_bytes
+        self._digest = hashlib.sha256()
+        self.size_bytes = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.size_bytes += len(chunk)
+        if self.size_bytes > self._limit_bytes:
+            raise SnapshotTooLargeError(
+                f"the snapshot exceeds the limit of {self._limit_bytes} bytes"
+            )
+        self._digest.update(chunk)
+
+    @property
+    def sha256(self) -> str:
+        return self._digest.hexdigest()
 
 
 class SnapshotStore(Protocol):

@@ -20,8 +20,9 @@ from collections.abc import AsyncIterable, AsyncIterator
 from pathlib import Path
 from typing import BinaryIO
 
-from sandfleet.errors import SnapshotCorruptError, SnapshotTooLargeError
+from sandfleet.errors import SnapshotCorruptError
 from sandfleet.snapshots.store import (
+    ArchiveTally,
     SnapshotKey,
     SnapshotMissingError,
     SnapshotStoreUnavailableError,
@@ -54,22 +55,16 @@ class VolumeSnapshotStore:
         partial = archive.with_name(f".{archive.name}.{uuid.uuid4().hex}.partial")
         try:
             await asyncio.to_thread(archive.parent.mkdir, parents=True, exist_ok=True)
-            digest = hashlib.sha256()
-            size = 0
+            tally = ArchiveTally(limit_bytes)
             handle = await asyncio.to_thread(partial.open, "wb")
             try:
                 async for chunk in chunks:
-                    size += len(chunk)
-                    if size > limit_bytes:
-                        raise SnapshotTooLargeError(
-                            f"the snapshot exceeds the limit of {limit_bytes} bytes"
-                        )
-                    digest.update(chunk)
+                    tally.add(chunk)
                     await asyncio.to_thread(handle.write, chunk)
                 await asyncio.to_thread(_flush_and_sync, handle)
             finally:
                 await asyncio.to_thread(handle.close)
-            sha256 = digest.hexdigest()
+            size, sha256 = tally.size_bytes, tally.sha256
             reread_size, reread_sha256 = await asyncio.to_thread(_hash_file, partial)
             if (reread_size, reread_sha256) != (size, sha256):
                 raise SnapshotStoreUnavailableError(
