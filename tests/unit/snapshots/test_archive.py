@@ -56,6 +56,8 @@ def test_the_stored_snapshot_is_a_tar_that_tar_reads() -> None:
         (b"\1" * 512, "unreadable"),
         (tree_archive(), "does not start with"),
     ],
+    # Named ids: archives hold their mtime, and pytest-xdist needs the same ids in each worker.
+    ids=["empty", "cut-state-member", "garbage", "tree-without-state"],
 )
 async def test_a_snapshot_without_our_state_is_corrupt(stored: bytes, says: str) -> None:
     with pytest.raises(SnapshotCorruptError, match=says):
