@@ -21,11 +21,11 @@ from sandfleet.backends.local.snapshot_store import (
     Manifest,
     check_size,
     list_manifests,
+    new_snapshot_folder,
     remove_snapshot,
+    save_snapshot,
     saved_entries,
     snapshot_dir,
-    write_archive,
-    write_manifest,
 )
 from sandfleet.errors import SandboxNotFoundError, SandfleetError, SuspendError
 from sandfleet.logs import get_logger
@@ -84,27 +84,20 @@ def suspend_from_outside(state_dir: Path, sandbox_id: str, *, limit_bytes: int |
     record = _running_record(state_dir, sandbox_id)
     registry = Registry(state_dir)
     host_root = registry.sandbox_dir(sandbox_id) / "root"
-    folder = snapshot_dir(state_dir, sandbox_id)
-    if folder.exists():
-        raise SuspendError(f"{folder} already exists: remove it first (sandfleet sandboxes rm)")
+    folder = new_snapshot_folder(state_dir, sandbox_id)
     check_size(host_root, limit_bytes)
-    try:
-        size, digest = write_archive(host_root, folder)
-        manifest = Manifest(
+    manifest = save_snapshot(
+        folder, host_root,
+        lambda size, digest: Manifest(
             sandbox_id=sandbox_id, suspended_at=time.time(), size_bytes=size, sha256=digest,
             saved_paths=tuple(f"/{name}" for name in saved_entries(host_root)), sessions={},
             host_root=str(host_root), config=_config_of(record, saved_entries(host_root)),
-        )  # fmt: skip
-        write_manifest(folder, manifest)
-    except BaseException as exc:
-        remove_snapshot(folder)
-        if isinstance(exc, OSError):
-            raise SuspendError(f"could not write the snapshot to {folder}: {exc}") from None
-        raise
+        ),
+    )  # fmt: skip
     cgroups = [Path(path) for path in record.cgroups]
     kill_sandbox_processes(sandbox_id, record.leader, cgroups)
     registry.remove(sandbox_id, cgroups=cgroups)
-    log.info("sandbox_suspended_from_outside", sandbox=sandbox_id, bytes=size)
+    log.info("sandbox_suspended_from_outside", sandbox=sandbox_id, bytes=manifest.size_bytes)
     return manifest
 
 

@@ -16,11 +16,12 @@ import heapq
 import json
 import os
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sandfleet.backends.local.registry import remove_tree
-from sandfleet.errors import SnapshotCorruptError, SnapshotTooLargeError
+from sandfleet.errors import SnapshotCorruptError, SnapshotTooLargeError, SuspendError
 
 ARCHIVE = "files.tar"
 MANIFEST = "manifest.json"
@@ -188,6 +189,35 @@ def list_manifests(state_dir: Path) -> list[tuple[Path, Manifest | None]]:
 
 def remove_snapshot(folder: Path) -> None:
     remove_tree(folder)
+
+
+def new_snapshot_folder(state_dir: Path, sandbox_id: str) -> Path:
+    """Where a suspend of sandbox_id writes; SuspendError when a snapshot (or an interrupted
+    one) is already there."""
+    folder = snapshot_dir(state_dir, sandbox_id)
+    if folder.exists():
+        raise SuspendError(f"{folder} already exists: remove it first (sandfleet sandboxes rm)")
+    return folder
+
+
+def save_snapshot(
+    folder: Path, host_root: Path, describe: Callable[[int, str], Manifest]
+) -> Manifest:
+    """Archive host_root into folder, then write describe(size, sha256) as its manifest, last.
+    On any failure the folder is removed, and a write that failed (OSError) is a
+    SuspendError: the caller has not stopped the sandbox, which keeps running."""
+    try:
+        size, digest = write_archive(host_root, folder)
+        manifest = describe(size, digest)
+        write_manifest(folder, manifest)
+    except BaseException as exc:
+        remove_snapshot(folder)
+        if isinstance(exc, OSError):
+            raise SuspendError(
+                f"could not write the snapshot to {folder}: {exc}; the sandbox keeps running"
+            ) from None
+        raise
+    return manifest
 
 
 def file_sha256(path: Path) -> str:

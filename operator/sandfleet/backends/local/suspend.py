@@ -28,16 +28,16 @@ from sandfleet.backends.local.snapshot_store import (
     Manifest,
     check_size,
     extract_archive,
+    new_snapshot_folder,
     read_verified,
     remove_snapshot,
+    save_snapshot,
     saved_entries,
     snapshot_dir,
-    write_archive,
-    write_manifest,
 )
 from sandfleet.backends.local.spawning import give_to
 from sandfleet.clients.runtime.client import RuntimeClient
-from sandfleet.errors import SandboxStartError, SuspendError
+from sandfleet.errors import SandboxStartError
 from sandfleet.logs import get_logger
 from sandfleet.sandbox.backend import OpenedSandbox, SandboxPaths
 from sandfleet.sandbox.suspension import SuspendedSandbox
@@ -82,29 +82,26 @@ async def suspend_local(
     """Save `runtime`'s sandbox to <state_dir>/suspended/<id>/, then `stop()` it."""
     started = time.perf_counter()
     state_dir = config.resolved_state_dir().absolute()
-    folder = snapshot_dir(state_dir, runtime.sandbox_id)
-    if folder.exists():
-        raise SuspendError(f"{folder} already exists: remove it first (sandfleet sandboxes rm)")
+    folder = new_snapshot_folder(state_dir, runtime.sandbox_id)
     await asyncio.to_thread(check_size, runtime.host_root, config.max_suspend_bytes)
     states = await capture(client, sessions)
-    try:
-        size, digest = await asyncio.to_thread(write_archive, runtime.host_root, folder)
-        manifest = Manifest(
+
+    def describe(size: int, digest: str) -> Manifest:
+        return Manifest(
             sandbox_id=runtime.sandbox_id, suspended_at=time.time(), size_bytes=size,
             sha256=digest, saved_paths=_saved_paths(runtime), sessions=states,
             host_root=str(runtime.host_root), config=_config_fields(config, runtime.paths),
         )  # fmt: skip
-        await asyncio.to_thread(write_manifest, folder, manifest)
-    except BaseException as exc:
+
+    try:
+        manifest = await asyncio.to_thread(save_snapshot, folder, runtime.host_root, describe)
+    except asyncio.CancelledError:
+        # A cancelled suspend leaves no snapshot: the sandbox was never stopped.
         await asyncio.to_thread(remove_snapshot, folder)
-        if isinstance(exc, OSError):
-            raise SuspendError(
-                f"could not write the snapshot to {folder}: {exc}; the sandbox keeps running"
-            ) from None
         raise
     await stop()
     log.info(
-        "sandbox_suspended", sandbox=runtime.sandbox_id, bytes=size,
+        "sandbox_suspended", sandbox=runtime.sandbox_id, bytes=manifest.size_bytes,
         ms=round((time.perf_counter() - started) * 1000, 1),
     )  # fmt: skip
     return suspended_record(folder, manifest)
