@@ -55,10 +55,11 @@ log = get_logger(__name__)
 MAX_CREATES_PER_ROUND = 50
 """Bounds one round's burst of pod creations (the client's rate limit paces them too)."""
 RECHECK_S = 2.0
+"""Spec changes arrive through kopf's live body, not a signal: look again this often."""
 STATUS_COUNTS_EVERY_S = 1.0
 """A status write that changes only the counts (ready, starting, claims) waits this long
-after the previous one: at many claims a second, one write instead of one per claim."""
-"""Spec changes arrive through kopf's live body, not a signal: look again this often."""
+after the previous one: at many claims a second, one write instead of one per claim. The
+round after the wait writes what was held back, so the status is never staler than this."""
 
 
 class PoolKeeper:
@@ -70,6 +71,8 @@ class PoolKeeper:
         """Pods created but not yet seen in the index, by name: counted as live meanwhile."""
         self._last_status: dict[str, Any] = {}
         self._last_status_write = 0.0
+        self._held_back = False
+        """A counts-only status write was skipped: the next round comes when it may be made."""
         self._log = log.bind(pool=f"{self.ref.namespace}/{self.ref.name}")
         self._signal_key = f"pool/{label_value(self.ref.name)}"
 
@@ -83,10 +86,19 @@ class PoolKeeper:
                 signal.clear()
                 await self._reconcile_once()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(signal.wait(), RECHECK_S)
+                    await asyncio.wait_for(signal.wait(), self._next_round_in())
         finally:
             self._ctx.pods.forget_signal(self.ref.namespace, self._signal_key)
             self._ctx.metrics.pool_gone(self.ref.namespace, self.ref.name)
+
+    def _next_round_in(self) -> float:
+        """Seconds until the next round when nothing changes: RECHECK_S, or sooner when a
+        held-back status write becomes due (a claim must not leave a stale count for long:
+        `kubectl wait` and autoscalers read it)."""
+        if not self._held_back:
+            return RECHECK_S
+        due = self._last_status_write + STATUS_COUNTS_EVERY_S - time.monotonic()
+        return min(RECHECK_S, max(due, 0.0))
 
     async def _ensure_shared_objects(self) -> None:
         """The pool's runtime token Secret and its NetworkPolicy (idle pods: operator only)."""
@@ -220,7 +232,9 @@ class PoolKeeper:
             "claims": 0,
         }
         if counts_only and time.monotonic() - self._last_status_write < STATUS_COUNTS_EVERY_S:
-            return  # a busy pool's counts change with every claim: a later round writes them
+            self._held_back = True  # a busy pool's counts change with every claim
+            return
+        self._held_back = False
         self._last_status = comparable
         self._last_status_write = time.monotonic()
         await self._ctx.kube.patch(

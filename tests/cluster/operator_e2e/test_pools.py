@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import urllib.parse
 
 import pytest
 
 from sandfleet import Sandbox
-from tests.cluster.harness.kube_api import KubeApi
+from sandfleet.api.labels import Label, PodState
+from tests.cluster.harness.kube_api import KubeApi, condition_is_true
 from tests.cluster.harness.operator_harness import (
     POOLS,
     OperatorProcess,
@@ -34,10 +36,27 @@ async def create_pool(kube: KubeApi, ns: str, name: str, replicas: int) -> None:
 
 
 async def wait_pool_ready(kube: KubeApi, ns: str, name: str, ready: int, timeout_s: float) -> None:
+    """The pool's status says `ready` idle sandboxes and the API server holds that many idle,
+    Ready pods of it. Both: the status's counts may lag a claim by up to a second
+    (STATUS_COUNTS_EVERY_S), so a status read just after a claim can still count the pod
+    the claim took."""
     path = f"{POOLS.format(ns=ns)}/{name}"
     await kube.wait_for(
         path,
         lambda r: r.status == 200 and (r.body.get("status") or {}).get("replicas") == ready,
+        timeout_s,
+    )
+    selector = urllib.parse.quote(f"{Label.POOL}={name},{Label.STATE}={PodState.IDLE}")
+    await kube.wait_for(
+        f"/api/v1/namespaces/{ns}/pods?labelSelector={selector}",
+        lambda r: (
+            r.status == 200
+            and sum(
+                not p["metadata"].get("deletionTimestamp") and condition_is_true(p, "Ready")
+                for p in r.body["items"]
+            )
+            == ready
+        ),
         timeout_s,
     )
 

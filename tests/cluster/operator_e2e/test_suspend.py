@@ -117,7 +117,7 @@ async def test_a_round_trip_keeps_files_cwd_and_env_and_holds_nothing_while_susp
     resume_s = time.monotonic() - started
     assert body["status"]["phase"] == "Ready", body["status"]
     assert condition(body, "Suspended")["reason"] == "Resumed"
-    assert condition(body, "Scheduled")["reason"] == "WarmSandboxClaimed"
+    assert condition(body, "Scheduled")["reason"] == "WarmSandboxClaimed", operator.log_tail(80)
     out = await bash(kube, namespace, body, "pwd; echo $STAGE; cat note.txt; stat -c %s big")
     assert out.splitlines() == ["/testbed/work", "2", "kept", "10000000"]
     assert not stored[0].exists(), "the snapshot stays after a resume"
