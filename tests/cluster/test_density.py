@@ -26,42 +26,64 @@ async def start_pods(
     """Create the pods at once; return seconds from each create to Running and to Ready.
 
     A watch sees each transition as it happens (list polling would quantize the latency).
+    The API server may end a watch early: an ERROR event ("Too large resource version" when
+    its watch cache lags the list, as after the 200-pod test's deletions) or a closed stream.
+    Then the pods are listed again and watched from there, as an informer does.
     """
     pods = f"/api/v1/namespaces/{namespace}/pods"
     created: dict[str, float] = {}
     running: dict[str, float] = {}
     ready: dict[str, float] = {}
-    deadline = time.monotonic() + timeout_s
-    listing = await kube.checked("GET", pods)
-    watch = kube.watch(
-        f"{pods}?resourceVersion={listing['metadata']['resourceVersion']}", int(timeout_s)
-    )
+    started = time.monotonic()
+    deadline = started + timeout_s
+    rewatches: list[str] = []
+
+    def seen(pod: JsonObject) -> None:
+        name, now = pod["metadata"]["name"], time.monotonic()
+        if name not in created:
+            return  # an earlier batch's pod
+        failure = failure_of(pod)
+        assert failure is None, failure
+        if (pod.get("status") or {}).get("phase") == "Running":
+            running.setdefault(name, now - created[name])
+        if is_ready(pod):
+            ready.setdefault(name, now - created[name])
 
     async def create(manifest: JsonObject) -> None:
         created[manifest["metadata"]["name"]] = time.monotonic()
         await kube.checked("POST", pods, manifest)
 
+    listing = await kube.checked("GET", pods)
     creating = asyncio.gather(*(create(m) for m in manifests))
     try:
-        async for event in watch:
-            pod = event["object"]
-            if event["type"] not in {"ADDED", "MODIFIED"}:
-                continue
-            name, now = pod["metadata"]["name"], time.monotonic()
-            if name not in created:
-                continue  # an earlier batch's pod
-            failure = failure_of(pod)
-            assert failure is None, failure
-            if (pod.get("status") or {}).get("phase") == "Running":
-                running.setdefault(name, now - created[name])
-            if is_ready(pod):
-                ready.setdefault(name, now - created[name])
-            if len(ready) == len(manifests) or time.monotonic() > deadline:
-                break
+        while len(ready) < len(manifests) and time.monotonic() < deadline:
+            if rewatches:
+                listing = await kube.checked("GET", pods)
+                for pod in listing["items"]:
+                    seen(pod)
+            version = listing["metadata"]["resourceVersion"]
+            left = max(1, int(deadline - time.monotonic()))
+            watch = kube.watch(f"{pods}?resourceVersion={version}", left)
+            try:
+                async for event in watch:
+                    if event["type"] == "ERROR":
+                        rewatches.append(str(event["object"].get("message", event["object"])))
+                        break
+                    if event["type"] in {"ADDED", "MODIFIED"}:
+                        seen(event["object"])
+                    if len(ready) == len(manifests) or time.monotonic() > deadline:
+                        break
+                else:
+                    rewatches.append("the watch ended")
+            finally:
+                await watch.aclose()
     finally:
-        await watch.aclose()
         await creating
-    assert len(ready) == len(manifests), f"{len(ready)}/{len(manifests)} ready in {timeout_s}s"
+    elapsed = time.monotonic() - started
+    assert len(ready) == len(manifests), (
+        f"{len(ready)}/{len(manifests)} ready after {elapsed:.0f}s (limit {timeout_s}s);"
+        f" watches ended early: {rewatches[:5]}"
+    )
     return running, ready
 
 
