@@ -20,7 +20,12 @@ async def test_a_streamed_chat_against_the_real_model(
     model_server: ModelServer, tmp_path: Path
 ) -> None:
     # llama.cpp serves its one model whatever name a request gives.
-    config = write_config(tmp_path, model_server.base_url)
+    # Serve's default retries, as in production. A loaded run once failed with "Server
+    # disconnected without sending a response": most likely the keep-alive race (llama.cpp's
+    # HTTP server and the client's pool both drop an idle connection after 5 s, and a tool
+    # step under load outlasts that), which a retry on a new connection answers; a server
+    # that is really down fails every attempt.
+    config = write_config(tmp_path, model_server.base_url, max_retries=2)
     async with serving(config) as server, server.client(timeout=900) as client:
         stream = await client.chat.completions.create(
             model=MODEL,

@@ -36,8 +36,10 @@ def write_config(
     model: str = "",
     extra: str = "",
     warm: int = 0,
+    max_retries: int = 0,
 ) -> Path:
-    """A served-models file: one model on `upstream_url`, namespaced local sandboxes."""
+    """A served-models file: one model on `upstream_url`, namespaced local sandboxes.
+    `max_retries` 0 (the default here, 2 in serve): a scripted failure reaches the client."""
     path = folder / "serve.toml"
     path.write_text(
         textwrap.dedent(
@@ -51,7 +53,7 @@ def write_config(
             upstream.base_url = "{upstream_url}"
             upstream.model = "m"
             max_turns = 6
-            max_retries = 0
+            max_retries = {max_retries}
             tool_timeout_seconds = 30
             isolation = "auto"
             warm = {warm}
