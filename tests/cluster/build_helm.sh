@@ -13,14 +13,10 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 CACHE="${SANDFLEET_CLUSTER_CACHE:-$HOME/.cache/sandfleet/cluster}"
 MODULE_DIR="$HERE/helmbuild"
 LOGS="$CACHE/logs"
+# shellcheck source=../support/go_modules.sh
+source "$HERE/../support/go_modules.sh"
 
-# required_version MODULE: the version helmbuild/go.mod requires of MODULE.
-required_version() {
-  sed -n "s|^[[:space:]]*\(require \)\{0,1\}$1 \(v[^ ]*\).*|\2|p" "$MODULE_DIR/go.mod" | head -1
-}
-
-VERSION="$(required_version helm.sh/helm/v3)"
-[ -n "$VERSION" ] || { echo "no helm.sh/helm/v3 version in $MODULE_DIR/go.mod" >&2; exit 1; }
+VERSION="$(go_pinned_version "$MODULE_DIR/go.mod" helm.sh/helm/v3)"
 TARGET_DIR="$CACHE/bin/helm-$VERSION"
 TARGET="$TARGET_DIR/helm"
 
@@ -32,14 +28,13 @@ if [ -x "$TARGET" ]; then
   exit 0
 fi
 
-[ -x /usr/local/go/bin/go ] && PATH="$PATH:/usr/local/go/bin"
-command -v go >/dev/null || { echo "Go toolchain (go >= 1.26) not found" >&2; exit 1; }
+need_go
 mkdir -p "$TARGET_DIR" "$LOGS"
 
 # helm reports the Kubernetes version of the client-go it was built with as the default
 # .Capabilities.KubeVersion (helm template) and for its deprecation lint; helm's own Makefile
 # derives it from client-go v0.X.Y as 1.X, and so does this.
-CLIENT_GO="$(required_version k8s.io/client-go)"
+CLIENT_GO="$(go_required_version "$MODULE_DIR/go.mod" k8s.io/client-go)"
 KUBE_MINOR="$(echo "$CLIENT_GO" | cut -d. -f2)"
 LDFLAGS="-s -w -X helm.sh/helm/v3/internal/version.version=$VERSION"
 LDFLAGS+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"

@@ -20,8 +20,10 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 CACHE="${SANDFLEET_CLUSTER_CACHE:-$HOME/.cache/sandfleet/cluster}"
-RELEASE="$(sed -n 's/^[[:space:]]*\(require \)\{0,1\}k8s\.io\/kubernetes \(v[^ ]*\).*/\2/p' "$HERE/kubebuild/go.mod" | head -1)"
-[ -n "$RELEASE" ] || { echo "no k8s.io/kubernetes version in $HERE/kubebuild/go.mod" >&2; exit 1; }
+# go_pinned_version, need_go; puts this machine image's Go toolchain on PATH.
+# shellcheck source=../support/go_modules.sh
+source "$HERE/../support/go_modules.sh"
+RELEASE="$(go_pinned_version "$HERE/kubebuild/go.mod" k8s.io/kubernetes)"
 BIN="$CACHE/bin/$RELEASE"
 IMAGES="$CACHE/images"
 LOGS="$CACHE/logs"
@@ -35,9 +37,6 @@ BUILDAH=(buildah --root "$CACHE/buildah/storage" --runroot "$CACHE/buildah/runro
 # iptables for kube-proxy and kube-router, ipset for kube-router's NetworkPolicy sets.
 APT_PACKAGES=(containerd runc containernetworking-plugins iproute2 iptables ipset openssl
               debootstrap buildah ca-certificates)
-
-# The Go toolchain of this machine image lives here; a PATH without it still finds it.
-[ -x /usr/local/go/bin/go ] && PATH="$PATH:/usr/local/go/bin"
 
 say() { printf '[setup] %s\n' "$*"; }
 elapsed() { printf '%ss' "$(( $(date +%s) - $1 ))"; }
@@ -77,7 +76,7 @@ build_binaries() {
   if [ ${#absent[@]} -eq 0 ] && [ -x "$BIN/pause" ]; then
     say "reused Kubernetes $RELEASE binaries in $BIN"; return
   fi
-  command -v go >/dev/null || { echo "Go toolchain (go >= 1.26) not found" >&2; exit 1; }
+  need_go
   local started; started=$(date +%s)
   local version=k8s.io/component-base/version staging="$BIN.partial"
   local ldflags="-s -w -X $version.gitVersion=$RELEASE -X $version.gitMajor=1"
@@ -103,7 +102,7 @@ build_binaries() {
 build_kwok() {
   [ "${SANDFLEET_CLUSTER_KWOK:-1}" = 1 ] || return 0
   local version
-  version="$(sed -n 's/^[[:space:]]*\(require \)\{0,1\}sigs\.k8s\.io\/kwok \(v[^ ]*\).*/\2/p' "$HERE/kwokbuild/go.mod" | head -1)"
+  version="$(go_pinned_version "$HERE/kwokbuild/go.mod" sigs.k8s.io/kwok)"
   if [ -x "$CACHE/bin/kwok-$version/kwok" ]; then say "reused kwok $version"; return; fi
   local started; started=$(date +%s)
   (cd "$HERE/kwokbuild" && "${NICE[@]}" "${GO_BUILD[@]}" -ldflags "-s -w" \
@@ -116,8 +115,7 @@ build_kwok() {
 build_kube_router() {
   [ "${SANDFLEET_CLUSTER_NETPOL:-1}" = 1 ] || return 0
   local version
-  version="$(sed -n 's/^[[:space:]]*\(require \)\{0,1\}github\.com\/cloudnativelabs\/kube-router\/v2 \(v[^ ]*\).*/\2/p' \
-    "$HERE/netpolbuild/go.mod" | head -1)"
+  version="$(go_pinned_version "$HERE/netpolbuild/go.mod" github.com/cloudnativelabs/kube-router/v2)"
   if [ -x "$CACHE/bin/kube-router-$version/kube-router" ]; then say "reused kube-router $version"; return; fi
   local started; started=$(date +%s)
   say "building kube-router $version (log $LOGS/kube-router-build.log)"

@@ -18,9 +18,10 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 MODULE_DIR="$HERE/weedbuild"
 MODULE=github.com/seaweedfs/seaweedfs
 CACHE="${SANDFLEET_OBJECTSTORE_CACHE:-$HOME/.cache/sandfleet/seaweedfs}"
+# shellcheck source=../support/go_modules.sh
+source "$HERE/../support/go_modules.sh"
 
-VERSION="$(sed -n "s|^[[:space:]]*\(require \)\{0,1\}$MODULE \(v[^ ]*\).*|\2|p" "$MODULE_DIR/go.mod" | head -1)"
-[ -n "$VERSION" ] || { echo "no $MODULE version in $MODULE_DIR/go.mod" >&2; exit 1; }
+VERSION="$(go_pinned_version "$MODULE_DIR/go.mod" "$MODULE")"
 TARGET_DIR="$CACHE/$VERSION"
 TARGET="$TARGET_DIR/weed"
 
@@ -32,8 +33,7 @@ if [ -x "$TARGET" ]; then
   exit 0
 fi
 
-[ -x /usr/local/go/bin/go ] && PATH="$PATH:/usr/local/go/bin"
-command -v go >/dev/null || { echo "Go toolchain (go >= 1.26) not found" >&2; exit 1; }
+need_go
 mkdir -p "$TARGET_DIR"
 LOG="$TARGET_DIR/build.log"
 
