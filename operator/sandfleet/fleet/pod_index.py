@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-from sandfleet.api import MANAGED_BY_VALUE, Component, Label, PodState
+from sandfleet.api import MANAGED_BY_VALUE, POOL_KIND, RUNTIME_PORT, Component, Label, PodState
 from sandfleet.fleet.naming import label_value
 from sandfleet.kube import KubeClient
 from sandfleet.kube.mirror import feed_mirror
@@ -31,6 +31,20 @@ def pod_is_ready(pod: Pod) -> bool:
 def pod_ip(pod: Pod) -> str | None:
     ip = (pod.get("status") or {}).get("podIP")
     return str(ip) if ip else None
+
+
+def runtime_address(ip: str) -> str:
+    """host:port of the runtime in the pod with address `ip` (IPv6 in brackets)."""
+    return f"[{ip}]:{RUNTIME_PORT}" if ":" in ip else f"{ip}:{RUNTIME_PORT}"
+
+
+def pool_of(pod: Pod) -> str | None:
+    """The name of the SandboxPool that owns `pod` (its owner, while it has one: the label
+    may be a hashed form, and adoption replaces the owner)."""
+    for owner in pod["metadata"].get("ownerReferences") or []:
+        if owner.get("kind") == POOL_KIND:
+            return str(owner["name"])
+    return None
 
 
 class PodIndex:

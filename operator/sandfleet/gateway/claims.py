@@ -33,7 +33,7 @@ from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandfleetError
 from sandfleet.fleet.claim_patches import gateway_claim_patch
 from sandfleet.fleet.manifests import ManifestError, raw_session_spec, session_body
-from sandfleet.fleet.pod_index import Pod, pod_ip
+from sandfleet.fleet.pod_index import Pod, pod_ip, runtime_address
 from sandfleet.fleet.sessions import SessionClient, SessionGoneError, SessionWaitTimeoutError
 from sandfleet.fleet.status import SessionState
 from sandfleet.gateway.claim_ids import (
@@ -45,7 +45,7 @@ from sandfleet.gateway.claim_ids import (
 )
 from sandfleet.gateway.claim_sources import Workdirs
 from sandfleet.gateway.claim_types import Claimed, ClaimError, ClaimFailure, ClaimSpec
-from sandfleet.gateway.idle_pods import IdlePods, claimable, runtime_address
+from sandfleet.gateway.idle_pods import IdlePods, claimable
 from sandfleet.gateway.resume import request_resume
 from sandfleet.gateway.returning_pods import ReturningPods
 from sandfleet.kube import (

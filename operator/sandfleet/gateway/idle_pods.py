@@ -14,10 +14,18 @@ import contextlib
 import dataclasses
 from collections.abc import Callable
 
-from sandfleet.api import POOL_KIND, RUNTIME_PORT, Label, PodState
+from sandfleet.api import Label, PodState
 from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.fleet.naming import pool_token_secret_name
-from sandfleet.fleet.pod_index import Pod, PodIndex, feed_pod_index, pod_ip, pod_is_ready
+from sandfleet.fleet.pod_index import (
+    Pod,
+    PodIndex,
+    feed_pod_index,
+    pod_ip,
+    pod_is_ready,
+    pool_of,
+    runtime_address,
+)
 from sandfleet.fleet.sessions import SessionClient
 from sandfleet.kube import KubeClient
 from sandfleet.logs import get_logger
@@ -41,19 +49,6 @@ def claimable(pod: Pod | None) -> bool:
         and pod_is_ready(pod)
         and pod_ip(pod) is not None
     )
-
-
-def runtime_address(ip: str) -> str:
-    """host:port of a pod's runtime."""
-    return f"[{ip}]:{RUNTIME_PORT}" if ":" in ip else f"{ip}:{RUNTIME_PORT}"
-
-
-def pool_of(pod: Pod) -> str | None:
-    """The name of the SandboxPool that owns `pod` (the label may be a hashed form)."""
-    for owner in pod["metadata"].get("ownerReferences") or []:
-        if owner.get("kind") == POOL_KIND:
-            return str(owner["name"])
-    return None
 
 
 class _NotifyingIndex(PodIndex):

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from sandfleet.api import (
-    POOL_KIND,
     Annotation,
     Label,
     PodState,
@@ -54,14 +53,6 @@ def adoption_problem(pod: Pod | None, namespace: str, session: str, pod_name: st
         return f"pod {pod_name} is not a claimed pool pod"
     if labels.get(Label.SESSION) != label_value(session):
         return f"pod {pod_name} was claimed for another session"
-    return None
-
-
-def pool_of(pod: Pod) -> str | None:
-    """The name of the pool a claimed pod came from (its pool owner, while it has one)."""
-    for owner in pod["metadata"].get("ownerReferences") or []:
-        if owner.get("kind") == POOL_KIND:
-            return str(owner["name"])
     return None
 
 

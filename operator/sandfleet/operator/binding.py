@@ -10,7 +10,7 @@ import asyncio
 import posixpath
 from collections.abc import Sequence
 
-from sandfleet.api import RUNTIME_PORT, EnvVar, FileSource, Label
+from sandfleet.api import EnvVar, FileSource, Label
 from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandboxLostError, SandfleetError, ToolError
 from sandfleet.kube import KubeClient
@@ -22,11 +22,6 @@ log = get_logger(__name__)
 
 class BindError(SandfleetError):
     """The runtime would not take the binding (unreachable, or rejected every token)."""
-
-
-def runtime_address(pod_ip: str) -> str:
-    host = f"[{pod_ip}]" if ":" in pod_ip else pod_ip
-    return f"{host}:{RUNTIME_PORT}"
 
 
 async def resolve_files(

@@ -40,11 +40,10 @@ from sandfleet.api import (
 from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandfleetError
 from sandfleet.fleet.naming import label_value, pool_token_secret_name
-from sandfleet.fleet.pod_index import Pod, pod_ip
+from sandfleet.fleet.pod_index import Pod, pod_ip, runtime_address
 from sandfleet.fleet.resources import ObjectRef, owner_reference, resets_every_writable_path
 from sandfleet.kube import ConflictError, NotFoundError, resource_path
 from sandfleet.logs import get_logger
-from sandfleet.operator.binding import runtime_address
 from sandfleet.operator.context import OperatorContext
 from sandfleet.operator.provisioning import read_secret_value
 

@@ -17,11 +17,11 @@ from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandboxLostError
 from sandfleet.fleet.naming import pool_token_secret_name
 from sandfleet.fleet.plans import SessionPlan
-from sandfleet.fleet.pod_index import Pod, pod_ip
+from sandfleet.fleet.pod_index import Pod, pod_ip, pool_of, runtime_address
 from sandfleet.fleet.resources import ObjectRef
 from sandfleet.logs import get_logger
-from sandfleet.operator.adoption import claimed_pod, pool_of, session_token
-from sandfleet.operator.binding import bind_runtime, runtime_address
+from sandfleet.operator.adoption import claimed_pod, session_token
+from sandfleet.operator.binding import bind_runtime
 from sandfleet.operator.context import OperatorContext
 from sandfleet.operator.pod_watch import (
     PodProblem,

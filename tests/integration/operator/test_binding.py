@@ -17,8 +17,9 @@ from sandfleet.api import EnvVar, FileSource, Reason
 from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import SandboxLostError
 from sandfleet.fleet.plans import PlanError
+from sandfleet.fleet.pod_index import runtime_address
 from sandfleet.kube import KubeClient, NotFoundError
-from sandfleet.operator.binding import BindError, bind_runtime, resolve_files, runtime_address
+from sandfleet.operator.binding import BindError, bind_runtime, resolve_files
 from sandfleet_runtime.server import RuntimeServer
 from tests.support.runtime_server import running_runtime
 

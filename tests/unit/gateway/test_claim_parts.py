@@ -8,10 +8,11 @@ from typing import Any
 
 from sandfleet.api import EgressMode, LifecycleSpec
 from sandfleet.fleet.naming import is_dns_label
+from sandfleet.fleet.pod_index import pool_of, runtime_address
 from sandfleet.gateway.claim_ids import claim_session_names
 from sandfleet.gateway.claim_types import ClaimSpec
 from sandfleet.gateway.claims import sandbox_path, session_name
-from sandfleet.gateway.idle_pods import claimable, pool_of, runtime_address
+from sandfleet.gateway.idle_pods import claimable
 
 
 def test_a_session_name_is_the_prefix_and_five_random_characters() -> None:

@@ -7,11 +7,8 @@ from typing import Any
 import pytest
 
 from sandfleet.fleet.naming import label_value
-from sandfleet.operator.adoption import (
-    adoption_problem,
-    claimed_pod_of,
-    pool_of,
-)
+from sandfleet.fleet.pod_index import pool_of
+from sandfleet.operator.adoption import adoption_problem, claimed_pod_of
 
 NS = "team-a"
 LONG = "a-session-name-that-is-far-longer-than-any-label-may-be-" * 2
