@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -41,6 +42,9 @@ log = get_logger(__name__)
 Handler = Callable[[Request], Awaitable[Response]]
 CLIENT_GONE = 499  # nginx's "client closed request": only the metrics and the log see it
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+REPLICA_HEADER = "x-sandfleet-replica"
+"""On every answer: the host name of the replica that answered (its pod name on a cluster),
+so an operator (and a test) sees which replica served a request behind a Service."""
 
 
 def error_response(error: ApiError) -> JSONResponse:
@@ -77,6 +81,7 @@ class _Routes:
         self.service = service
         self.metrics = service.metrics
         self.config = service.config
+        self.replica = socket.gethostname()
 
     def endpoint(self, name: str, handler: Handler) -> Handler:
         """`handler` with the key checked, errors as OpenAI error objects, metrics counted."""
@@ -94,6 +99,7 @@ class _Routes:
             except Exception:
                 log.exception("serve_request_failed", endpoint=name)
                 response = error_response(internal_error())
+            response.headers[REPLICA_HEADER] = self.replica
             model = request.state.model
             self.metrics.request_done(model, name, response.status_code)
             self.metrics.first_byte(model, name, time.perf_counter() - started)
