@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
@@ -100,6 +101,10 @@ class _Routes:
                 log.exception("serve_request_failed", endpoint=name)
                 response = error_response(internal_error())
             response.headers[REPLICA_HEADER] = self.replica
+            job = getattr(request.state, "job", None)
+            if job is not None and response.background is None:
+                # The sandbox's release and the refill wait until this response is sent.
+                response.background = BackgroundTask(job.answered.set)
             model = request.state.model
             self.metrics.request_done(model, name, response.status_code)
             self.metrics.first_byte(model, name, time.perf_counter() - started)
@@ -129,6 +134,7 @@ class _Routes:
             await self.service.continue_conversation(wanted, request.state.tenant, model)
         exchange = ChatExchange.read(self.service, request.state.tenant, body, request.headers)
         request.state.model = exchange.job.served.name
+        request.state.job = exchange.job
         running = exchange.start()
         if exchange.request.stream:
             return await self._stream(request, running, exchange.stream, exchange.headers())
@@ -144,6 +150,7 @@ class _Routes:
             await self.service.continue_conversation(key, request.state.tenant, model)
         exchange = ResponsesExchange.read(self.service, request.state.tenant, body)
         request.state.model = exchange.job.served.name
+        request.state.job = exchange.job
         running = exchange.start()
         if exchange.request.stream:
             return await self._stream(request, running, exchange.stream)
