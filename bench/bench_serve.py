@@ -180,6 +180,7 @@ async def qpm(client: openai.AsyncOpenAI, concurrency: int, seconds: float, *, p
               state_dir: Path, metrics_url: str) -> dict[str, float]:  # fmt: skip
     idle_rss = rss_mib(pid)
     done = failed = 0
+    failures: dict[str, int] = {}
     peak = {"server": 0.0, "sandboxes": 0.0, "loops": 0.0}
     stop = time.monotonic() + seconds
 
@@ -189,8 +190,10 @@ async def qpm(client: openai.AsyncOpenAI, concurrency: int, seconds: float, *, p
             try:
                 await client.chat.completions.create(model="one", messages=MESSAGES)
                 done += 1
-            except openai.OpenAIError:
+            except openai.OpenAIError as error:
                 failed += 1
+                kind = f"{type(error).__name__} {getattr(error, 'status_code', '')}".strip()
+                failures[kind] = failures.get(kind, 0) + 1
 
     async def sampler() -> None:
         async with httpx.AsyncClient(timeout=60) as http:
@@ -210,7 +213,8 @@ async def qpm(client: openai.AsyncOpenAI, concurrency: int, seconds: float, *, p
     await asyncio.gather(sampler(), *(worker() for _ in range(concurrency)))
     elapsed = time.monotonic() - started
     loops = peak["loops"] or 1
-    return {"qpm": done / elapsed * 60, "failed": failed, "peak_loops": peak["loops"],
+    return {"qpm": done / elapsed * 60, "failed": failed, "failures": failures,
+            "peak_loops": peak["loops"],
             "server_mib_per_loop": peak["server"] / loops,
             "sandbox_mib_per_loop": peak["sandboxes"] / loops}  # fmt: skip
 

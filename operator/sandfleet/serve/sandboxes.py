@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Callable
 from typing import Protocol
 
@@ -21,6 +22,11 @@ from sandfleet.sandbox.facade import Sandbox
 log = get_logger(__name__)
 
 RELEASE_TIMEOUT_S = 30.0
+STARTS_AT_ONCE = 2 * (os.cpu_count() or 1)
+"""Local sandboxes starting at the same time, at most (per served model): a start is mostly
+CPU (namespaces, a Python runtime), so hundreds at once only share the cores until each one
+misses its start timeout; the others wait their turn (a wait the start timeout does not
+count)."""
 ANSWER_WAIT_S = 0.5
 """How long a release or refill waits for its answer to reach the client, at most (a client
 that went away mid-send never says so)."""
@@ -52,6 +58,7 @@ class LocalSandboxSource:
         self._refills: set[asyncio.Task[None]] = set()
         self._releases: set[asyncio.Task[None]] = set()
         self._closed = False
+        self._starts = asyncio.Semaphore(STARTS_AT_ONCE)
         self.open = 0
         """Sandboxes started and not yet closed (warm ones included)."""
 
@@ -98,9 +105,10 @@ class LocalSandboxSource:
         await asyncio.gather(*(self._close(sandbox) for sandbox in ready), *self._releases)
 
     async def _open(self) -> Sandbox:
-        sandbox = await Sandbox.open(
-            LocalBackend(self._config), tool_timeout_s=self._tool_timeout_s
-        )
+        async with self._starts:
+            sandbox = await Sandbox.open(
+                LocalBackend(self._config), tool_timeout_s=self._tool_timeout_s
+            )
         self.open += 1
         return sandbox
 
