@@ -177,7 +177,7 @@ async def overhead_three(client: openai.AsyncOpenAI, direct: openai.AsyncOpenAI,
 
 
 async def qpm(client: openai.AsyncOpenAI, concurrency: int, seconds: float, *, pid: int,
-              state_dir: Path, metrics_url: str) -> dict[str, float]:  # fmt: skip
+              state_dir: Path, metrics_url: str) -> dict[str, object]:  # fmt: skip
     idle_rss = rss_mib(pid)
     done = failed = 0
     failures: dict[str, int] = {}

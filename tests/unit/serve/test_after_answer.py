@@ -4,6 +4,7 @@ waits for the answer, no longer than ANSWER_WAIT_S, and closing does it at once.
 from __future__ import annotations
 
 import asyncio
+import functools
 
 import pytest
 
@@ -30,8 +31,8 @@ async def test_an_answer_never_sent_holds_the_work_back_only_so_long(
 
 
 async def test_closing_does_the_held_back_work_now() -> None:
-    after, calls = AfterAnswer(), []
+    after, calls = AfterAnswer(), list[int]()
     for n in range(3):
-        after.run(asyncio.Event(), lambda n=n: calls.append(n))
+        after.run(asyncio.Event(), functools.partial(calls.append, n))
     await asyncio.wait_for(after.aclose(), 5)
     assert sorted(calls) == [0, 1, 2]
