@@ -15,8 +15,8 @@ own process, local namespaced sandboxes), and this process as the client (the of
   beyond the tool commands (its accounting's tool_time_s) minus three direct upstream calls.
 - qpm-N (N = 16, 64, 256): N clients in a closed loop for a fixed time against the one-turn
   model (every request takes a fresh sandbox: the warm pool, half of N up to MAX_WARM,
-  refills behind them), and the memory per in-flight loop (the server's RSS growth over
-  idle, and the sandboxes' RSS, per loop).
+  refills behind them), and the memory per request in flight (the server's peak RSS growth
+  over idle divided by N; the sandboxes' peak RSS, warm ones included).
 The load average is printed beside the numbers: on a shared 2-core machine it moves them.
 """
 
@@ -204,19 +204,20 @@ async def qpm(client: openai.AsyncOpenAI, concurrency: int, seconds: float, *, p
                     continue
                 loops = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                             if line.startswith("sandfleet_serve_loops_in_flight{"))  # fmt: skip
-                if loops >= peak["loops"] and loops > 0:
-                    peak.update(loops=loops, server=rss_mib(pid) - idle_rss,
-                                sandboxes=sandbox_rss_mib(state_dir))  # fmt: skip
+                peak["server"] = max(peak["server"], rss_mib(pid) - idle_rss)
+                peak["loops"] = max(peak["loops"], loops)
+                peak["sandboxes"] = max(peak["sandboxes"], sandbox_rss_mib(state_dir))
                 await asyncio.sleep(0.5)
 
     started = time.monotonic()
     await asyncio.gather(sampler(), *(worker() for _ in range(concurrency)))
     elapsed = time.monotonic() - started
-    loops = peak["loops"] or 1
+    # Every client always has one request in flight: waiting for a sandbox to start, or in
+    # its loop (a one-turn loop is short, so few are in the loop at any sampled moment).
     return {"qpm": done / elapsed * 60, "failed": failed, "failures": failures,
             "peak_loops": peak["loops"],
-            "server_mib_per_loop": peak["server"] / loops,
-            "sandbox_mib_per_loop": peak["sandboxes"] / loops}  # fmt: skip
+            "server_mib_per_request": peak["server"] / concurrency,
+            "sandboxes_peak_mib": peak["sandboxes"]}  # fmt: skip
 
 
 async def main(quick: bool, levels: list[int | None]) -> None:
