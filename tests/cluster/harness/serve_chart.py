@@ -41,6 +41,11 @@ def serve_values(
     return {**json.loads(json.dumps(values)), "serve": serve}
 
 
+def session_names(listing: dict[str, Any]) -> set[str]:
+    """The names in a SandboxSession list (other tests of the release leave some behind)."""
+    return {item["metadata"]["name"] for item in listing["items"]}
+
+
 def client_script(service: str, first: str, second: str) -> str:
     """A streamed chat through serve's Service at `service`, then a two-turn conversation: the
     first turn sent to the replica at `first`, the follow-up (previous_response_id) to the
