@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.bench_serve            # all scenarios, prints a table
     .venv/bin/python -m bench.bench_serve --quick    # fewer requests, shorter QPM runs
+    .venv/bin/python -m bench.bench_serve --scenarios overhead    # or e.g. 16,64,256
 
 Every part is real and separate: the scripted instant upstream (tests/support/
 scripted_openai.py, its own process per served model), `sandfleet serve --config` (its
@@ -12,9 +13,10 @@ own process, local namespaced sandboxes), and this process as the client (the of
   of the same client calling the upstream directly.
 - overhead-3: a 3-turn loop (two `true` commands, then submit): serve's time per request
   beyond the tool commands (its accounting's tool_time_s) minus three direct upstream calls.
-- qpm-N: N clients in a closed loop for a fixed time against the one-turn model (every
-  request takes a fresh sandbox: the warm pool refills behind them), and the memory per
-  in-flight loop (the server's RSS growth over idle, and the sandboxes' RSS, per loop).
+- qpm-N (N = 16, 64, 256): N clients in a closed loop for a fixed time against the one-turn
+  model (every request takes a fresh sandbox: the warm pool, half of N up to MAX_WARM,
+  refills behind them), and the memory per request in flight (the server's peak RSS growth
+  over idle divided by N; the sandboxes' peak RSS, warm ones included).
 The load average is printed beside the numbers: on a shared 2-core machine it moves them.
 """
 
@@ -41,6 +43,9 @@ from tests.support.stats import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
 MESSAGES: Any = [{"role": "user", "content": "hi"}]
+MAX_WARM = 64
+"""Warm sandboxes kept at most (half the concurrency below that): each one is a runtime
+process holding memory, and starting more at once only queues them on a small machine."""
 
 
 def free_port() -> int:
@@ -172,9 +177,10 @@ async def overhead_three(client: openai.AsyncOpenAI, direct: openai.AsyncOpenAI,
 
 
 async def qpm(client: openai.AsyncOpenAI, concurrency: int, seconds: float, *, pid: int,
-              state_dir: Path, metrics_url: str) -> dict[str, float]:  # fmt: skip
+              state_dir: Path, metrics_url: str) -> dict[str, object]:  # fmt: skip
     idle_rss = rss_mib(pid)
     done = failed = 0
+    failures: dict[str, int] = {}
     peak = {"server": 0.0, "sandboxes": 0.0, "loops": 0.0}
     stop = time.monotonic() + seconds
 
@@ -184,8 +190,10 @@ async def qpm(client: openai.AsyncOpenAI, concurrency: int, seconds: float, *, p
             try:
                 await client.chat.completions.create(model="one", messages=MESSAGES)
                 done += 1
-            except openai.OpenAIError:
+            except openai.OpenAIError as error:
                 failed += 1
+                kind = f"{type(error).__name__} {getattr(error, 'status_code', '')}".strip()
+                failures[kind] = failures.get(kind, 0) + 1
 
     async def sampler() -> None:
         async with httpx.AsyncClient(timeout=60) as http:
@@ -196,33 +204,35 @@ async def qpm(client: openai.AsyncOpenAI, concurrency: int, seconds: float, *, p
                     continue
                 loops = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                             if line.startswith("sandfleet_serve_loops_in_flight{"))  # fmt: skip
-                if loops >= peak["loops"] and loops > 0:
-                    peak.update(loops=loops, server=rss_mib(pid) - idle_rss,
-                                sandboxes=sandbox_rss_mib(state_dir))  # fmt: skip
+                peak["server"] = max(peak["server"], rss_mib(pid) - idle_rss)
+                peak["loops"] = max(peak["loops"], loops)
+                peak["sandboxes"] = max(peak["sandboxes"], sandbox_rss_mib(state_dir))
                 await asyncio.sleep(0.5)
 
     started = time.monotonic()
     await asyncio.gather(sampler(), *(worker() for _ in range(concurrency)))
     elapsed = time.monotonic() - started
-    loops = peak["loops"] or 1
-    return {"qpm": done / elapsed * 60, "failed": failed, "peak_loops": peak["loops"],
-            "server_mib_per_loop": peak["server"] / loops,
-            "sandbox_mib_per_loop": peak["sandboxes"] / loops}  # fmt: skip
+    # Every client always has one request in flight: waiting for a sandbox to start, or in
+    # its loop (a one-turn loop is short, so few are in the loop at any sampled moment).
+    return {"qpm": done / elapsed * 60, "failed": failed, "failures": failures,
+            "peak_loops": peak["loops"],
+            "server_mib_per_request": peak["server"] / concurrency,
+            "sandboxes_peak_mib": peak["sandboxes"]}  # fmt: skip
 
 
-async def main(quick: bool) -> None:
+async def main(quick: bool, levels: list[int | None]) -> None:
     n, seconds = (10, 8.0) if quick else (40, 20.0)
     with tempfile.TemporaryDirectory(prefix="sandfleet-bench-serve-") as scratch:
         folder = Path(scratch)
         with upstream(0) as one, upstream(2) as three:
-            for concurrency in (None, 16, 64):
-                warm = 2 if concurrency is None else concurrency // 2
+            for concurrency in levels:
+                warm = 2 if concurrency is None else min(concurrency // 2, MAX_WARM)
                 config = write_config(folder, one, three, warm)
                 async with serve(config, folder) as (base_url, pid):
                     client = openai.AsyncOpenAI(base_url=base_url, api_key="x", max_retries=0,
                                                 timeout=600)  # fmt: skip
                     direct = openai.AsyncOpenAI(base_url=one, api_key="x", max_retries=0)
-                    await asyncio.sleep(3)  # the warm pool fills
+                    await asyncio.sleep(3 + warm / 8)  # the warm pool fills
                     print(f"load average {os.getloadavg()}", flush=True)
                     if concurrency is None:
                         print("overhead-1", await overhead(client, direct, n, 0.5), flush=True)
@@ -240,7 +250,21 @@ async def main(quick: bool) -> None:
                     await direct.close()
 
 
+def levels_of(text: str) -> list[int | None]:
+    """`overhead,16,64,256`: the overhead scenarios and QPM at each concurrency."""
+    return [None if item == "overhead" else int(item) for item in text.split(",") if item]
+
+
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true")
-    asyncio.run(main(parser.parse_args().quick))
+    parser.add_argument(
+        "--scenarios",
+        default="overhead,16,64,256",
+        type=levels_of,
+        help="overhead and/or QPM concurrency levels, comma-separated",
+    )
+    arguments = parser.parse_args()
+    asyncio.run(main(arguments.quick, arguments.scenarios))

@@ -65,6 +65,13 @@ from tests.cluster.harness.helm_cli import (
 from tests.cluster.harness.kube_api import JsonObject, KubeApi
 from tests.cluster.harness.layout import Layout
 from tests.cluster.harness.operator_harness import apply_sync, condition, phase_is, wait_session
+from tests.cluster.harness.serve_chart import (
+    SERVE,
+    SERVE_SELECTOR,
+    client_script,
+    serve_values,
+    session_names,
+)
 from tests.support.scripted_openai import Reply, ScriptedOpenAIServer, bash, submit
 
 pytestmark = pytest.mark.cluster
@@ -595,6 +602,55 @@ async def test_a_gateway_replica_killed_mid_stream_loses_only_that_stream(
             assert (await again.bash("echo after the replica died")).exit_code == 0
     finally:
         await kube.request("DELETE", f"{SESSIONS.format(ns=ns)}/{sandbox.name}")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+async def test_serve_answers_a_tenant_pod_and_a_conversation_continues_on_the_other_replica(
+    kube: KubeApi, kubectl: Kubectl, helm: Helm, installation: Installation
+) -> None:
+    """serve switched on in the release (two replicas, identity client): a tenant pod whose
+    only key is its ServiceAccount token streams a chat through serve's Service, and a
+    conversation's second turn, sent to the other replica, continues in the same sandbox."""
+    ns, tenant = installation.namespace, installation.tenant_a
+    gateway = await service_address(kube, ns, GATEWAY, "grpc")
+    others_before = session_names(await kube.checked("GET", SESSIONS.format(ns=tenant)))
+    async with ScriptedOpenAIServer(host=BRIDGE_HOST) as upstream:
+        values = serve_values(installation.values, tenant=tenant, gateway=gateway,
+                              upstream=upstream.base_url)  # fmt: skip
+        await helm.run_async(
+            "upgrade", RELEASE, str(CHART_DIR), "--namespace", ns,
+            *helm.values_args(values=values), "--wait", "--timeout", "4m",
+        )  # fmt: skip
+        selector = f"/api/v1/namespaces/{ns}/pods?labelSelector={SERVE_SELECTOR}"
+        pods = (await kube.checked("GET", selector))["items"]
+        ready = [p for p in pods if p["status"]["phase"] == "Running"]
+        assert len(ready) == 2, [p["status"]["phase"] for p in pods]
+        first, second = (f"{p['status']['podIP']}:8080" for p in ready)
+        upstream.add(
+            Reply(tool_calls=[bash("mkdir -p output && echo from-a-sandbox > output/answer.txt")]),
+            Reply(tool_calls=[submit()]),
+            Reply(tool_calls=[bash("echo kept-across-replicas > note.txt")]),
+            Reply(text="noted", tool_calls=[submit()]),
+            Reply(tool_calls=[bash("mkdir -p output && cat note.txt > output/answer.txt")]),
+            Reply(tool_calls=[submit()]),
+        )  # fmt: skip
+        client = f"client-{secrets.token_hex(3)}"
+        await start_client_pod(kube, tenant, client, installation.operator_image, "tenant-bot")
+        try:
+            script = client_script(await service_address(kube, ns, SERVE, "http"), first, second)
+            result = await run_in_client(kubectl, tenant, client, script, timeout_s=300)
+        finally:
+            await kube.request("DELETE", f"/api/v1/namespaces/{tenant}/pods/{client}")
+    assert result["streamed"] == "from-a-sandbox", result
+    assert result["stream_chunks"] > 2 and result["usage"] > 0, result
+    assert result["replicas"] == [p["metadata"]["name"] for p in ready], result
+    assert result["second"] == "kept-across-replicas", result
+    assert result["deleted"] == 200, result
+    # The client's own token claimed: every session serve claimed for it is released.
+    await kube.wait_for(
+        SESSIONS.format(ns=tenant), lambda r: session_names(r.body) <= others_before, 60
+    )
 
 
 @pytest.mark.slow

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
@@ -41,6 +43,9 @@ log = get_logger(__name__)
 Handler = Callable[[Request], Awaitable[Response]]
 CLIENT_GONE = 499  # nginx's "client closed request": only the metrics and the log see it
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+REPLICA_HEADER = "x-sandfleet-replica"
+"""On every answer: the host name of the replica that answered (its pod name on a cluster),
+so an operator (and a test) sees which replica served a request behind a Service."""
 
 
 def error_response(error: ApiError) -> JSONResponse:
@@ -77,6 +82,7 @@ class _Routes:
         self.service = service
         self.metrics = service.metrics
         self.config = service.config
+        self.replica = socket.gethostname()
 
     def endpoint(self, name: str, handler: Handler) -> Handler:
         """`handler` with the key checked, errors as OpenAI error objects, metrics counted."""
@@ -94,6 +100,11 @@ class _Routes:
             except Exception:
                 log.exception("serve_request_failed", endpoint=name)
                 response = error_response(internal_error())
+            response.headers[REPLICA_HEADER] = self.replica
+            job = getattr(request.state, "job", None)
+            if job is not None and response.background is None:
+                # The sandbox's release and the refill wait until this response is sent.
+                response.background = BackgroundTask(job.answered.set)
             model = request.state.model
             self.metrics.request_done(model, name, response.status_code)
             self.metrics.first_byte(model, name, time.perf_counter() - started)
@@ -123,6 +134,7 @@ class _Routes:
             await self.service.continue_conversation(wanted, request.state.tenant, model)
         exchange = ChatExchange.read(self.service, request.state.tenant, body, request.headers)
         request.state.model = exchange.job.served.name
+        request.state.job = exchange.job
         running = exchange.start()
         if exchange.request.stream:
             return await self._stream(request, running, exchange.stream, exchange.headers())
@@ -138,6 +150,7 @@ class _Routes:
             await self.service.continue_conversation(key, request.state.tenant, model)
         exchange = ResponsesExchange.read(self.service, request.state.tenant, body)
         request.state.model = exchange.job.served.name
+        request.state.job = exchange.job
         running = exchange.start()
         if exchange.request.stream:
             return await self._stream(request, running, exchange.stream)

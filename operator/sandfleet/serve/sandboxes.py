@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+from collections.abc import Callable
 from typing import Protocol
 
 from sandfleet.backends.local import LocalBackend, LocalSandboxConfig
@@ -20,6 +22,14 @@ from sandfleet.sandbox.facade import Sandbox
 log = get_logger(__name__)
 
 RELEASE_TIMEOUT_S = 30.0
+STARTS_AT_ONCE = 2 * (os.cpu_count() or 1)
+"""Local sandboxes starting at the same time, at most (per served model): a start is mostly
+CPU (namespaces, a Python runtime), so hundreds at once only share the cores until each one
+misses its start timeout; the others wait their turn (a wait the start timeout does not
+count)."""
+ANSWER_WAIT_S = 0.5
+"""How long a release or refill waits for its answer to reach the client, at most (a client
+that went away mid-send never says so)."""
 
 
 class SandboxSource(Protocol):
@@ -48,6 +58,7 @@ class LocalSandboxSource:
         self._refills: set[asyncio.Task[None]] = set()
         self._releases: set[asyncio.Task[None]] = set()
         self._closed = False
+        self._starts = asyncio.Semaphore(STARTS_AT_ONCE)
         self.open = 0
         """Sandboxes started and not yet closed (warm ones included)."""
 
@@ -94,9 +105,10 @@ class LocalSandboxSource:
         await asyncio.gather(*(self._close(sandbox) for sandbox in ready), *self._releases)
 
     async def _open(self) -> Sandbox:
-        sandbox = await Sandbox.open(
-            LocalBackend(self._config), tool_timeout_s=self._tool_timeout_s
-        )
+        async with self._starts:
+            sandbox = await Sandbox.open(
+                LocalBackend(self._config), tool_timeout_s=self._tool_timeout_s
+            )
         self.open += 1
         return sandbox
 
@@ -127,3 +139,31 @@ async def close_quietly(sandbox: Sandbox) -> None:
                 await sandbox.close()
             except (SandfleetError, OSError) as error:
                 log.warning("serve_sandbox_release_failed", error=str(error))
+
+
+class AfterAnswer:
+    """Work held back until a request's answer has reached its client: a sandbox's release
+    (a process ended, or a session deleted) and the warm pool's refill (a process started)
+    cost CPU that the answer's last bytes need first on a small machine."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[asyncio.Task[None], asyncio.Event] = {}
+
+    def run(self, answered: asyncio.Event, work: Callable[[], None]) -> None:
+        """Call `work` once `answered` is set, or after ANSWER_WAIT_S."""
+
+        async def later() -> None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(ANSWER_WAIT_S):
+                    await answered.wait()
+            work()
+
+        task = asyncio.get_running_loop().create_task(later())
+        self._waiting[task] = answered
+        task.add_done_callback(self._waiting.pop)
+
+    async def aclose(self) -> None:
+        """Do all the held-back work now."""
+        for answered in self._waiting.values():
+            answered.set()
+        await asyncio.gather(*self._waiting)

@@ -36,7 +36,7 @@ from sandfleet.serve.handoff import (
 from sandfleet.serve.limits import TenantLimiter
 from sandfleet.serve.metrics import ServeMetrics
 from sandfleet.serve.requests import ClientTokens
-from sandfleet.serve.sandboxes import LocalSandboxSource, SandboxSource
+from sandfleet.serve.sandboxes import AfterAnswer, LocalSandboxSource, SandboxSource
 
 log = get_logger(__name__)
 
@@ -76,6 +76,8 @@ class Job:
     conversation_id: str = dataclasses.field(default_factory=lambda: new_id("conv"))
     """The id a kept conversation gets (known before the run: streamed items name it)."""
     started: float = dataclasses.field(default_factory=time.perf_counter)
+    answered: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    """Set by the HTTP layer once the answer has been sent (or the client is gone)."""
 
 
 class ServeService:
@@ -97,6 +99,7 @@ class ServeService:
         self._upstreams: dict[str, OpenAIChatModel] = {}
         self.tokens = ClientTokens()
         """gateway.identity = client: each tenant's latest bearer token, claimed with."""
+        self._after_answer = AfterAnswer()
 
     async def start(self) -> None:
         for name, served in self.models.items():
@@ -105,6 +108,7 @@ class ServeService:
         self.store.start()
 
     async def aclose(self) -> None:
+        await self._after_answer.aclose()
         await self.store.aclose()
         await asyncio.gather(*(source.aclose() for source in self._sources.values()))
         await asyncio.gather(*(model.aclose() for model in self._upstreams.values()))
@@ -166,10 +170,18 @@ class ServeService:
                 turns=None if outcome is None else outcome.result.turns,
                 tool_calls=None if outcome is None else len(outcome.steps),
             )
-            if sandbox is not None and job.conversation is None and not kept:
-                self._source(job).release(sandbox)
-            self._source(job).refill()
+            spare = sandbox if job.conversation is None and not kept else None
+            if outcome is None:  # failed or cancelled: no answer to send first
+                self._tidy(job, spare)
+            else:
+                self._after_answer.run(job.answered, lambda: self._tidy(job, spare))
         return _checked(served, outcome)
+
+    def _tidy(self, job: Job, spare: Sandbox | None) -> None:
+        """Release the sandbox a finished job does not keep; refill the warm pool."""
+        if spare is not None:
+            self._source(job).release(spare)
+        self._source(job).refill()
 
     async def _run_in(self, job: Job, sandbox: Sandbox, emit: Emit) -> Outcome:
         served = job.served
@@ -377,7 +389,9 @@ class Running:
         return await self.task
 
     async def cancel(self) -> None:
-        """Stop the loop (the client went away); returns once the sandbox is released."""
+        """Stop the loop (the client went away, or the stream ended); returns once the
+        sandbox is released."""
+        self.job.answered.set()  # nothing more goes to the client
         if not self.task.done():
             self.task.cancel()
         await asyncio.wait({self.task})  # never raises the run's own exception

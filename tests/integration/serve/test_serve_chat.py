@@ -3,6 +3,8 @@ a scripted upstream over real HTTP, the loop in real local sandboxes."""
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from tests.integration.serve.harness import MODEL, RunningServer
@@ -92,6 +94,7 @@ async def test_a_chat_conversation_header_keeps_the_sandbox(
             extra_headers={"x-sandfleet-conversation": conversation},
         )  # fmt: skip
     assert conversation.startswith("conv_")
+    assert first.headers["x-sandfleet-replica"] == socket.gethostname()  # who answered
     assert first.parse().choices[0].message.content == "saved"
     assert (second.choices[0].message.content or "").startswith("first-")
     assert (second.model_extra or {})["sandfleet"]["conversation_id"] == conversation
