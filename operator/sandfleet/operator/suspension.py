@@ -115,11 +115,14 @@ async def save_snapshot(
 async def _biggest_paths(client: RuntimeClient, trees: Sequence[str]) -> str:
     """The largest files below the saved trees, for the too-large message (best effort)."""
     entries: list[FileEntry] = []
-    try:
-        for tree in trees:
+    unlisted: list[str] = []
+    for tree in trees:
+        try:
             entries += await client.list_files(tree, max_depth=16)
-    except SandfleetError as exc:
-        return f"(could not list them: {exc})"
+        except SandfleetError as exc:
+            unlisted.append(f"{tree}: {exc}")
+    if unlisted and not entries:
+        return f"(could not list them: {'; '.join(unlisted)})"
     files = sorted((e for e in entries if not e.is_dir), key=lambda e: e.size, reverse=True)
     return ", ".join(f"{e.path} ({e.size} bytes)" for e in files[:BIGGEST_PATHS]) or "(none)"
 
