@@ -129,12 +129,17 @@ class Resetter:
         return captured
 
     async def restore_tree(
-        self, chunks: AsyncIterator[bytes], *, as_baseline: bool
+        self,
+        chunks: AsyncIterator[bytes],
+        *,
+        as_baseline: bool,
+        extra_roots: Sequence[Path] = (),
+        keep: Collection[Path] = (),
     ) -> tree_archive.RestoredTree:
         """RestoreTree, never at the same time as a reset (which would undo it half-way);
-        `as_baseline` makes the restored tree the one later resets return to."""
+        `as_baseline` makes the restored working tree the one later resets return to."""
         async with self._lock:
-            restored = await tree_archive.restore_tree(self._workdir, chunks)
+            restored = await tree_archive.restore_tree(self._workdir, chunks, extra_roots, keep)
             if as_baseline:
                 try:
                     await self._capture_locked()

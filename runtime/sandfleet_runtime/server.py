@@ -7,6 +7,7 @@ import dataclasses
 import logging
 import os
 import signal
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -141,6 +142,8 @@ def build_server(settings: RuntimeSettings) -> RuntimeServer:
             workdir=settings.workdir.resolve(),
             resetter=resetter,
             max_upload_bytes=settings.max_upload_bytes,
+            home=dict(settings.shell_env).get("HOME", ""),
+            own_paths=lambda: _own_paths(sessions),
         ),
         server,
     )
@@ -165,6 +168,12 @@ def build_server(settings: RuntimeSettings) -> RuntimeServer:
     return RuntimeServer(
         server, port, health_servicer, sessions, reaper, limits, auth, editor_servicer
     )
+
+
+def _own_paths(sessions: BashSessions) -> tuple[Path, ...]:
+    """The runtime's files outside the working tree: its shells' driver (in /tmp)."""
+    driver = sessions.driver_dir
+    return (driver.resolve(),) if driver is not None else ()
 
 
 async def serve(settings: RuntimeSettings, *, ready_fd: int | None = None) -> None:

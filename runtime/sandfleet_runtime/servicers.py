@@ -6,7 +6,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -54,6 +54,7 @@ from .reset import Resetter
 from .settings import DEFAULT_MAX_UPLOAD_BYTES
 from .stats import ActivityClock, collect_stats
 from .streaming import ChunkStream
+from .tree_roots import resolve_extra_roots
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -302,13 +303,18 @@ class FileServicer(file_grpc.FileServiceServicer):
         workdir: Path | None = None,
         resetter: Resetter | None = None,
         max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
+        home: str = "",
+        own_paths: Callable[[], Collection[Path]] = tuple,
     ) -> None:
         """`workdir` and `resetter` serve SnapshotTree/RestoreTree (FAILED_PRECONDITION
-        without them, e.g. in a file-transfer-only server)."""
+        without them, e.g. in a file-transfer-only server); `home` is the extra root "~",
+        `own_paths` the runtime's own paths that no snapshot or restore touches."""
         self._activity = activity
         self._workdir = workdir
         self._resetter = resetter
         self._max_upload_bytes = max_upload_bytes
+        self._home = home or str(Path.home())
+        self._own_paths = own_paths
 
     async def UploadFile(
         self, request_iterator: AsyncIterator[file_pb.UploadFileRequest], context: Context
@@ -387,7 +393,13 @@ class FileServicer(file_grpc.FileServiceServicer):
         self._activity.touch()
         if self._workdir is None:
             await _abort(context, _NO_TREE)
-        chunks = tree_archive.snapshot_tree(self._workdir)
+        try:
+            roots = resolve_extra_roots(request.extra_roots, self._workdir, self._home)
+        except InvalidArgumentError as exc:
+            await _abort(context, exc)
+        chunks = tree_archive.snapshot_tree(self._workdir, roots, self._own_paths())
+        # The first message says which extra roots the archive holds (also when it is empty).
+        listed: list[str] | None = [str(root) for root in roots]
         try:
             while True:
                 try:
@@ -396,7 +408,8 @@ class FileServicer(file_grpc.FileServiceServicer):
                     await _abort(context, _domain_error(exc))
                 if chunk is None:
                     break
-                yield file_pb.SnapshotTreeResponse(chunk=chunk)
+                yield file_pb.SnapshotTreeResponse(chunk=chunk, extra_roots=listed or ())
+                listed = None
         finally:
             await chunks.aclose()  # stops the archiving thread when the client went away
         self._activity.touch()
@@ -418,10 +431,17 @@ class FileServicer(file_grpc.FileServiceServicer):
                     raise InvalidArgumentError("only the first message may be a header")
                 yield message.chunk
 
+        header = first.header
+        extra = tuple(Path(root) for root in header.extra_roots)
+        if any(not root.is_absolute() or root.parent == root for root in extra):
+            await _abort(context, InvalidArgumentError("an extra root must be absolute, not /"))
         restored = await _call(
             context,
-            lambda: resetter.restore_tree(chunks(), as_baseline=first.header.as_baseline),
-        )
+            lambda: resetter.restore_tree(
+                chunks(), as_baseline=header.as_baseline, extra_roots=extra,
+                keep=self._own_paths(),
+            ),
+        )  # fmt: skip
         self._activity.touch()
         return file_pb.RestoreTreeResponse(entries=restored.entries, bytes=restored.bytes)
 
@@ -461,6 +481,7 @@ class SystemServicer(system_grpc.SystemServiceServicer):
             bash_sessions=self._sessions.session_count,
             running_commands=self._sessions.running_count,
             session=self._binder.session,
+            bash_session_names=self._sessions.names,
         )
 
     async def BindSession(

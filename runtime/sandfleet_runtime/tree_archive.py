@@ -6,6 +6,10 @@ down instead of growing a buffer. Restore unpacks into a staging directory insid
 tree with tarfile's `data` filter plus two refusals of our own (absolute names and `..`
 components, which the filter would silently rewrite), and swaps the staged tree in only
 once the whole archive was accepted: a refused archive leaves the tree as it was.
+
+Extra roots (tree_roots: the home directory, /tmp) travel in the same archive under their
+absolute names; each is staged and swapped in like the working tree. Paths the runtime
+itself uses there (its bash driver's directory) are neither archived nor replaced.
 """
 
 from __future__ import annotations
@@ -20,11 +24,12 @@ import shutil
 import tarfile
 import tempfile
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Collection, Sequence
 from pathlib import Path
 
 from sandfleet_runtime.baseline import walk_tree
 from sandfleet_runtime.errors import FailedPreconditionError, InvalidArgumentError
+from sandfleet_runtime.tree_roots import route_member, tag_member
 
 __all__ = ["ARCHIVE_CHUNK_BYTES", "RestoredTree", "restore_tree", "snapshot_tree"]
 
@@ -76,22 +81,44 @@ def _archivable(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
     return member
 
 
-def _write_archive(root: Path, writer: _QueueWriter) -> None:
+def _add_tree(archive: tarfile.TarFile, root: Path, skip: Collection[Path], *, extra: bool) -> None:
+    skipped = [str(p.relative_to(root)) for p in skip if root in p.parents]
+    # A hard link is only ever recorded within one root (each is restored on its own).
+    archive.inodes.clear()  # type: ignore[attr-defined]  # (typeshed lacks it)
+    for relative, _ in walk_tree(root):
+        if relative.startswith(STAGING_PREFIX):  # a RestoreTree in progress
+            continue
+        if any(relative == s or relative.startswith(f"{s}/") for s in skipped):
+            continue
+
+        def named(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
+            kept = _archivable(member)
+            return tag_member(kept, root) if kept is not None and extra else kept
+
+        with contextlib.suppress(FileNotFoundError):  # removed by a command since the walk
+            archive.add(root / relative, arcname=relative, recursive=False, filter=named)
+
+
+def _write_archive(
+    root: Path, extra_roots: Sequence[Path], skip: Collection[Path], writer: _QueueWriter
+) -> None:
     with tarfile.open(fileobj=writer, mode="w|", format=tarfile.PAX_FORMAT) as archive:  # type: ignore[call-overload]
-        for relative, _ in walk_tree(root):
-            if relative.startswith(STAGING_PREFIX):  # a RestoreTree in progress
-                continue
-            with contextlib.suppress(FileNotFoundError):  # removed by a command since the walk
-                archive.add(root / relative, arcname=relative, recursive=False, filter=_archivable)
+        _add_tree(archive, root, skip, extra=False)
+        for extra in extra_roots:
+            _add_tree(archive, extra, skip, extra=True)
     writer.finish()
 
 
-async def snapshot_tree(root: Path) -> AsyncGenerator[bytes, None]:
-    """The tar archive of everything below `root`, in chunks, produced while it streams."""
+async def snapshot_tree(
+    root: Path, extra_roots: Sequence[Path] = (), skip: Collection[Path] = ()
+) -> AsyncGenerator[bytes, None]:
+    """The tar archive of everything below `root` (and below each of `extra_roots`, named
+    absolutely), leaving out `skip`, in chunks, produced while it streams."""
     chunks: queue.Queue[bytes | None] = queue.Queue(_QUEUE_CHUNKS)
     stop = threading.Event()
+    writer = _QueueWriter(chunks, stop)
     worker = asyncio.ensure_future(
-        asyncio.to_thread(_write_archive, root, _QueueWriter(chunks, stop))
+        asyncio.to_thread(_write_archive, root, extra_roots, skip, writer)
     )
     try:
         while True:
@@ -214,7 +241,8 @@ def _data_filter_fallback(member: tarfile.TarInfo, destination: str) -> tarfile.
     return safe
 
 
-def _unpack(reader: _QueueReader, staging: str) -> RestoredTree:
+def _unpack(reader: _QueueReader, staging: str, extra: dict[Path, str]) -> RestoredTree:
+    """Unpacks into `staging` (the working tree's) and `extra` (each extra root's staging)."""
     entries = size = 0
     # The member is already filtered; where tarfile has filters, it must not filter again.
     trusted: dict[str, str] = {} if _STDLIB_DATA_FILTER is None else {"filter": "fully_trusted"}
@@ -222,10 +250,14 @@ def _unpack(reader: _QueueReader, staging: str) -> RestoredTree:
     try:
         with tarfile.open(fileobj=reader, mode="r|*") as archive:  # type: ignore[call-overload]
             for member in archive:
-                safe = _refuse_unsafe(member, staging)
+                root, routed = route_member(member, tuple(extra))
+                if routed.name == ".":  # an extra root itself: its mode is the target's
+                    continue
+                destination = staging if root is None else extra[root]
+                safe = _refuse_unsafe(routed, destination)
                 if safe is None:
                     continue
-                archive.extract(safe, staging, **trusted)
+                archive.extract(safe, destination, **trusted)
                 entries += 1
                 size += safe.size if safe.isreg() else 0
     except unsafe as error:
@@ -235,66 +267,89 @@ def _unpack(reader: _QueueReader, staging: str) -> RestoredTree:
     return RestoredTree(entries, size)
 
 
-def _swap_in(root: Path, staging: Path) -> None:
-    """Replaces everything in `root` but `staging` with what `staging` holds."""
+def _swap_in(root: Path, staging: Path, keep: Collection[Path] = ()) -> None:
+    """Replaces everything in `root` but `staging` (and `keep`) with what `staging` holds."""
     for name in os.listdir(root):
         path = root / name
-        if path == staging or os.path.ismount(path):  # a mounted volume is not the tree's
+        # A mounted volume is not the tree's; `keep` is the runtime's own (its bash driver).
+        if path == staging or path in keep or os.path.ismount(path):
             continue
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
         else:
             path.unlink()
     for name in os.listdir(staging):
+        if root / name in keep:
+            continue  # an archive from before the runtime excluded it: the live one stays
         os.rename(staging / name, root / name)
-    staging.rmdir()
+    shutil.rmtree(staging)
 
 
-async def restore_tree(root: Path, chunks: AsyncIterator[bytes]) -> RestoredTree:
-    """Replaces the tree below `root` with the tar archive in `chunks`, or refuses it whole.
+async def _feed(
+    worker: asyncio.Future[RestoredTree],
+    pipe: queue.Queue[bytes | None],
+    chunks: AsyncIterator[bytes],
+) -> None:
+    """The client's chunks into the unpacking thread, then the end; stops early when the
+    thread is done (it refused the archive, or finished)."""
+    async for chunk in chunks:
+        while not worker.done():
+            try:
+                pipe.put_nowait(chunk)
+                break
+            except queue.Full:
+                await asyncio.wait({worker}, timeout=0.002)
+        if worker.done():
+            return
+    while not worker.done():
+        try:
+            pipe.put_nowait(None)
+            return
+        except queue.Full:
+            await asyncio.wait({worker}, timeout=0.002)
 
-    InvalidArgumentError (tree unchanged) for anything but a safe tar archive.
+
+async def restore_tree(
+    root: Path,
+    chunks: AsyncIterator[bytes],
+    extra_roots: Sequence[Path] = (),
+    keep: Collection[Path] = (),
+) -> RestoredTree:
+    """Replaces the tree below `root` (and below each of `extra_roots`, from the archive's
+    absolutely named members) with the tar archive in `chunks`, or refuses it whole.
+    `keep`: paths in those trees that stay as they are (the runtime's own).
+
+    InvalidArgumentError (trees unchanged) for anything but a safe tar archive.
     """
     if root.parent == root:  # "/" (the runtime passes the resolved working directory)
         raise FailedPreconditionError(
             "The working directory is /; restoring a tree needs a dedicated working directory."
         )
-    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=root))
+    stagings = {
+        tree: Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=tree))
+        for tree in (root, *extra_roots)
+    }
     pipe: queue.Queue[bytes | None] = queue.Queue(_QUEUE_CHUNKS)
     stop = threading.Event()
-    worker = asyncio.ensure_future(
-        asyncio.to_thread(_unpack, _QueueReader(pipe, stop), str(staging))
-    )
-    swapped = False
+    extra = {tree: str(stagings[tree]) for tree in extra_roots}
+    reader = _QueueReader(pipe, stop)
+    worker = asyncio.ensure_future(asyncio.to_thread(_unpack, reader, str(stagings[root]), extra))
     try:
-        async for chunk in chunks:
-            while not worker.done():
-                try:
-                    pipe.put_nowait(chunk)
-                    break
-                except queue.Full:
-                    await asyncio.wait({worker}, timeout=0.002)
-            if worker.done():
-                break  # refused (or finished): the rest of the stream does not matter
-        while not worker.done():
-            try:
-                pipe.put_nowait(None)
-                break
-            except queue.Full:
-                await asyncio.wait({worker}, timeout=0.002)
+        await _feed(worker, pipe, chunks)
         try:
             restored = await worker
         except InvalidArgumentError as error:
+            trees = "working tree and the extra roots are" if extra_roots else "working tree is"
             raise InvalidArgumentError(
-                f"The archive was refused, {error}; the working tree is unchanged."
+                f"The archive was refused, {error}; the {trees} unchanged."
             ) from None
-        await asyncio.to_thread(_swap_in, root, staging)
-        swapped = True
+        for tree, staging in stagings.items():
+            await asyncio.to_thread(_swap_in, tree, staging, keep)
         return restored
     finally:
         stop.set()
         if not worker.done():
             with contextlib.suppress(_AbortedError, InvalidArgumentError, OSError):
                 await worker
-        if not swapped:
+        for staging in stagings.values():  # gone once swapped in
             await asyncio.to_thread(shutil.rmtree, staging, True)

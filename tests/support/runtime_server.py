@@ -20,12 +20,12 @@ async def running_runtime(
 ) -> AsyncIterator[tuple[RuntimeServer, str]]:
     """An in-process runtime on 127.0.0.1:<free port>; yields (server, token)."""
     token = secrets.token_urlsafe(16)
+    # As __main__ passes the agent's own environment, unless the test gives one.
     settings = RuntimeSettings(
         listen="127.0.0.1:0",
         token=token,
         workdir=workdir,
-        shell_env=tuple(os.environ.items()),  # as __main__ passes the agent's own environment
-        **overrides,  # type: ignore[arg-type]
+        **{"shell_env": tuple(os.environ.items()), **overrides},  # type: ignore[arg-type]
     )
     runtime = build_server(settings)
     await runtime.start()

@@ -189,6 +189,17 @@ class SessionSuspender:
         await self._status.flush()
 
     # --- suspended -------------------------------------------------------------------------
+    async def roll_back_interrupted_resume(self) -> None:
+        """A resume an earlier operator did not finish (the status still records the snapshot,
+        the phase says a pod is being placed or started): back to Suspended, so the pod it
+        took is released and the resume starts over from the snapshot. Served as it is, that
+        pod would be Ready without the restored files, and the snapshot then deleted."""
+        phase = self._status.phase
+        if self._status.get("snapshot") and phase in (Phase.PENDING, Phase.STARTING):
+            self._log.warning("interrupted_resume_rolled_back", phase=str(phase))
+            self._status.set_phase(Phase.SUSPENDED)
+            await self._status.flush()
+
     async def stay_suspended(self, plan: SessionPlan) -> bool:
         """Wait while Suspended; True when a resume is asked for, False when the session
         was deleted (suspendedTTLSeconds ran out)."""

@@ -144,6 +144,7 @@ class SessionWorker:
     async def _attempts(self, spec: SandboxSessionSpec, plan: SessionPlan) -> None:
         """One sandbox after another until the session ends: a lost one is replaced while
         the spec's sandboxLostRetries allow."""
+        await self._suspender.roll_back_interrupted_resume()
         while True:
             if self.status.phase == Phase.SUSPENDED and not await self._suspender.stay_suspended(
                 plan

@@ -1,31 +1,33 @@
 """Suspend and resume on a cluster, the parts that talk to the runtime and the snapshot store.
 
-Suspend reads each bash session's working directory and exported environment (interrupting
-its foreground command first), then streams one archive into the store: a state member (the
-shells' state and the session's runtime token) followed by the runtime's SnapshotTree of
-the working tree (snapshots.archive). The store verifies size and checksum before `put`
+Suspend reads each bash session's working directory and exported environment (every session
+the runtime has open, interrupting its foreground command first), then streams one archive
+into the store: a state member (the shells' state, the extra roots the archive holds, the
+session's runtime token) followed by the runtime's SnapshotTree of the working tree, HOME,
+/tmp and /var/tmp (snapshots.archive). The store verifies size and checksum before `put`
 returns; only then does the session worker give the pod back.
 
 Resume reads the state member first (a missing or corrupt snapshot fails before any pod is
-taken), binds a sandbox to the saved token, streams the rest into RestoreTree and replays
-the shells' state, before the session reports Ready.
+taken), binds a sandbox, streams the rest into RestoreTree (the same extra roots) and
+replays the shells' state, before the session reports Ready.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from sandfleet.api import Reason
 from sandfleet.clients.runtime.client import RuntimeClient
+from sandfleet.clients.runtime.results import FileEntry
 from sandfleet.errors import SandfleetError, SnapshotCorruptError, SnapshotTooLargeError
 from sandfleet.fleet.resources import ObjectRef
 from sandfleet.logs import get_logger
 from sandfleet.operator.context import OperatorContext
 from sandfleet.snapshots.archive import split_state, with_state
-from sandfleet.snapshots.shell_state import capture, reestablish
+from sandfleet.snapshots.shell_state import capture, live_sessions, reestablish
 from sandfleet.snapshots.store import (
     SnapshotKey,
     SnapshotStore,
@@ -35,9 +37,10 @@ from sandfleet.snapshots.store import (
 
 log = get_logger(__name__)
 
-SHELL_SESSIONS = ("default",)
-"""The bash sessions whose cwd and environment are kept: `default` is the one execute_bash and
-the SDK's bash() use. The runtime API names no other sessions (see docs/suspend.md)."""
+EXTRA_ROOTS = ("~", "/tmp", "/var/tmp")
+"""What a sandbox can write outside its working tree and a user expects back: HOME (`pip
+install --user`, caches, dotfiles) and the scratch directories. The runtime leaves out the
+ones that are missing, not writable, or hold the working tree (docs/suspend.md)."""
 RPC_TIMEOUT_S = 120.0
 BIGGEST_PATHS = 5
 
@@ -74,14 +77,19 @@ async def save_snapshot(
     store = _store(ctx, "suspend")
     limit = ctx.settings.snapshot_limit_bytes
     client = RuntimeClient(address, token, rpc_timeout_s=RPC_TIMEOUT_S)
+    roots: tuple[str, ...] = ()
     try:
-        shells = await capture(client, SHELL_SESSIONS)
-        state = {"token": token, "shells": shells}
-        return await store.put(
-            snapshot_key(session), with_state(state, client.snapshot()), limit_bytes=limit
-        )
+        shells = await capture(client, await live_sessions(client))
+        roots, tree = await client.snapshot_with_roots(EXTRA_ROOTS)
+        state = {"token": token, "shells": shells, "extra_roots": list(roots)}
+        try:
+            return await store.put(
+                snapshot_key(session), with_state(state, tree), limit_bytes=limit
+            )
+        finally:
+            await tree.aclose()
     except SnapshotTooLargeError:
-        biggest = await _biggest_paths(client, workdir)
+        biggest = await _biggest_paths(client, (workdir, *roots))
         raise TransitionError(
             Reason.SNAPSHOT_TOO_LARGE,
             "too_large",
@@ -104,12 +112,17 @@ async def save_snapshot(
         await client.close()
 
 
-async def _biggest_paths(client: RuntimeClient, workdir: str) -> str:
-    """The largest files below the working tree, for the too-large message (best effort)."""
-    try:
-        entries = await client.list_files(workdir, max_depth=16)
-    except SandfleetError as exc:
-        return f"(could not list them: {exc})"
+async def _biggest_paths(client: RuntimeClient, trees: Sequence[str]) -> str:
+    """The largest files below the saved trees, for the too-large message (best effort)."""
+    entries: list[FileEntry] = []
+    unlisted: list[str] = []
+    for tree in trees:
+        try:
+            entries += await client.list_files(tree, max_depth=16)
+        except SandfleetError as exc:
+            unlisted.append(f"{tree}: {exc}")
+    if unlisted and not entries:
+        return f"(could not list them: {'; '.join(unlisted)})"
     files = sorted((e for e in entries if not e.is_dir), key=lambda e: e.size, reverse=True)
     return ", ".join(f"{e.path} ({e.size} bytes)" for e in files[:BIGGEST_PATHS]) or "(none)"
 
@@ -141,6 +154,11 @@ async def saved_state(
         raise TransitionError(
             Reason.SNAPSHOT_CORRUPT, "corrupt", "the snapshot's state lacks its token or shells"
         )
+    roots = state.setdefault("extra_roots", [])  # none in a snapshot from before them
+    if not isinstance(roots, list) or not all(isinstance(r, str) for r in roots):
+        raise TransitionError(
+            Reason.SNAPSHOT_CORRUPT, "corrupt", "the snapshot's extra roots are not paths"
+        )
     return state
 
 
@@ -167,7 +185,7 @@ async def restore_snapshot(
 
     try:
         state, rest = await split_state(chunks)
-        await client.restore(tree(rest))
+        await client.restore(tree(rest), extra_roots=state.get("extra_roots") or ())
         await reestablish(client, state["shells"], ("", ""))
     except SnapshotCorruptError as exc:
         raise TransitionError(Reason.SNAPSHOT_CORRUPT, "corrupt", str(exc)) from None

@@ -30,6 +30,22 @@ _OWN_PREFIX = "SANDFLEET_"
 _TIMEOUT_S = 30.0
 
 
+DEFAULT_SESSION = "default"
+"""The session execute_bash and the SDK's bash() use: always kept."""
+
+
+async def live_sessions(client: RuntimeClient, also: Sequence[str] = ()) -> list[str]:
+    """The bash sessions to keep: every one the runtime has open (GetStats names them), the
+    `also` ones a caller knows it used, and `default`; sorted, each once."""
+    try:
+        names = (await client.stats()).bash_session_names
+    except SandfleetError as exc:
+        raise SuspendError(
+            f"could not list the sandbox's bash sessions: {exc}; the sandbox keeps running"
+        ) from exc
+    return sorted({DEFAULT_SESSION, *names, *also})
+
+
 async def capture(client: RuntimeClient, sessions: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Each session's {"cwd", "env"}, after interrupting its foreground command."""
     states: dict[str, dict[str, Any]] = {}

@@ -78,6 +78,17 @@ class BashSessions:
         return len(self._sessions)
 
     @property
+    def names(self) -> list[str]:
+        """The open sessions' names, sorted."""
+        return sorted(self._sessions)
+
+    @property
+    def driver_dir(self) -> Path | None:
+        """The directory of the shells' driver script (in the temporary directory), once made:
+        the runtime's own, never part of a snapshot or a restore."""
+        return self._driver_dir
+
+    @property
     def running_count(self) -> int:
         return sum(1 for session in self._sessions.values() if session.running)
 

@@ -282,6 +282,25 @@ class OperatorProcess:
         """SIGKILL: no shutdown at all, as when a node dies under the operator."""
         self.stop(signal.SIGKILL)
 
+    @contextlib.contextmanager
+    def configured(self, **env: str) -> Iterator[None]:
+        """Runs with `env` over its settings for the block: restarted into it and back out
+        (a package-scoped operator keeps its settings for the other tests)."""
+        saved = {name: self._env.get(name) for name in env}
+        self.stop()
+        self._env.update(env)
+        self.start()
+        try:
+            yield
+        finally:
+            self.stop()
+            for name, value in saved.items():
+                if value is None:
+                    self._env.pop(name, None)
+                else:
+                    self._env[name] = value
+            self.start()
+
     def metrics(self, timeout_s: float = 5.0) -> str:
         """/metrics, as a scraper allowed to read it (metrics_token: the port checks it)."""
         request = urllib.request.Request(

@@ -41,7 +41,7 @@ from sandfleet.errors import SandboxStartError
 from sandfleet.logs import get_logger
 from sandfleet.sandbox.backend import OpenedSandbox, SandboxPaths
 from sandfleet.sandbox.suspension import SuspendedSandbox
-from sandfleet.snapshots.shell_state import capture, reestablish
+from sandfleet.snapshots.shell_state import capture, live_sessions, reestablish
 
 log = get_logger(__name__)
 
@@ -84,7 +84,7 @@ async def suspend_local(
     state_dir = config.resolved_state_dir().absolute()
     folder = new_snapshot_folder(state_dir, runtime.sandbox_id)
     await asyncio.to_thread(check_size, runtime.host_root, config.max_suspend_bytes)
-    states = await capture(client, sessions)
+    states = await capture(client, await live_sessions(client, sessions))
 
     def describe(size: int, digest: str) -> Manifest:
         return Manifest(

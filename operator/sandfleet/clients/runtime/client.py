@@ -336,6 +336,7 @@ class RuntimeClient:
             bash_sessions=resp.bash_sessions,
             running_commands=resp.running_commands,
             session=resp.session,
+            bash_session_names=tuple(resp.bash_session_names),
         )
 
     async def bind_session(
@@ -375,11 +376,23 @@ class RuntimeClient:
         """RolloutCalls.snapshot_to: the working tree's tar archive written to `local`."""
         return await self._rollouts.snapshot_to(local)
 
+    async def snapshot_with_roots(
+        self, extra_roots: Sequence[str]
+    ) -> tuple[tuple[str, ...], AsyncGenerator[bytes, None]]:
+        """RolloutCalls.snapshot_with_roots: the working tree and extra roots (HOME, /tmp)."""
+        return await self._rollouts.snapshot_with_roots(extra_roots)
+
     async def restore(
-        self, archive: Path | AsyncIterator[bytes], *, as_baseline: bool = False
+        self,
+        archive: Path | AsyncIterator[bytes],
+        *,
+        as_baseline: bool = False,
+        extra_roots: Sequence[str] = (),
     ) -> tuple[int, int]:
-        """RolloutCalls.restore: the working tree replaced by a tar archive."""
-        return await self._rollouts.restore(archive, as_baseline=as_baseline)
+        """RolloutCalls.restore: the working tree (and `extra_roots`) replaced by a tar archive."""
+        return await self._rollouts.restore(
+            archive, as_baseline=as_baseline, extra_roots=extra_roots
+        )
 
     async def run_detached(
         self,

@@ -46,6 +46,8 @@ class SandboxStats:
     running_commands: int
     session: str = ""
     """The session the sandbox is bound to (bind_session); empty before any binding."""
+    bash_session_names: tuple[str, ...] = ()
+    """The live bash sessions' names (empty from a runtime that predates the list)."""
 
 
 __all__ = ["CommandResult", "FileEntry", "SandboxStats", "UploadResult"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -83,16 +83,42 @@ class RolloutCalls:
 
     async def snapshot(self) -> AsyncGenerator[bytes, None]:
         """The working tree as a tar archive, chunk by chunk (closing early cancels it)."""
-        call = self._connection.files.SnapshotTree(
-            file_pb.SnapshotTreeRequest(), metadata=self._connection.metadata
-        )
+        _, chunks = await self.snapshot_with_roots(())
         try:
-            async for message in call:
-                yield message.chunk
-        except grpc.aio.AioRpcError as exc:
-            raise translate(exc) from exc
+            async for chunk in chunks:
+                yield chunk
         finally:
-            call.cancel()  # a no-op once the stream has ended
+            await chunks.aclose()
+
+    async def snapshot_with_roots(
+        self, extra_roots: Sequence[str]
+    ) -> tuple[tuple[str, ...], AsyncGenerator[bytes, None]]:
+        """The working tree and the `extra_roots` that exist and are writable ("~": the
+        home directory; their members named absolutely) as one tar archive: (the extra roots
+        it holds, as the runtime resolved them, its chunks). Close the chunks when done. A
+        runtime that predates extra roots archives the working tree only, and says so (())."""
+        request = file_pb.SnapshotTreeRequest(extra_roots=list(extra_roots))
+        call = self._connection.files.SnapshotTree(request, metadata=self._connection.metadata)
+        try:
+            first = await anext(aiter(call), None)
+        except grpc.aio.AioRpcError as exc:
+            call.cancel()
+            raise translate(exc) from exc
+        roots = tuple(first.extra_roots) if first is not None else ()
+
+        async def chunks() -> AsyncGenerator[bytes, None]:
+            try:
+                if first is None:
+                    return
+                yield first.chunk
+                async for message in call:
+                    yield message.chunk
+            except grpc.aio.AioRpcError as exc:
+                raise translate(exc) from exc
+            finally:
+                call.cancel()  # a no-op once the stream has ended
+
+        return roots, chunks()
 
     async def snapshot_to(self, local: Path) -> int:
         """Write the working tree's tar archive to `local` (renamed into place when
@@ -114,13 +140,19 @@ class RolloutCalls:
         return written
 
     async def restore(
-        self, archive: Path | AsyncIterator[bytes], *, as_baseline: bool = False
+        self,
+        archive: Path | AsyncIterator[bytes],
+        *,
+        as_baseline: bool = False,
+        extra_roots: Sequence[str] = (),
     ) -> tuple[int, int]:
         """Replace the working tree with a tar archive (a local file or chunks, e.g. another
         sandbox's `snapshot()`); returns (entries, bytes) unpacked. An unsafe archive
         (absolute or '..' paths, links out of the tree, devices) raises ToolError and changes
-        nothing. `as_baseline`: later resets return to this tree instead of the image's."""
-        header = file_pb.RestoreTreeHeader(as_baseline=as_baseline)
+        nothing. `as_baseline`: later resets return to this tree instead of the image's.
+        `extra_roots`: what `snapshot_with_roots` said the archive holds; each is replaced
+        too, and absolute members under them are allowed."""
+        header = file_pb.RestoreTreeHeader(as_baseline=as_baseline, extra_roots=extra_roots)
 
         async def requests() -> AsyncIterator[file_pb.RestoreTreeRequest]:
             yield file_pb.RestoreTreeRequest(header=header)

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n-sandfleet_proto/runtime/v1/file_service.proto\x12\x14sandfleet.runtime.v1\"W\n\x10UploadFileHeader\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04mode\x18\x02 \x01(\r\x12\x14\n\x0cmake_parents\x18\x03 \x01(\x08\x12\x11\n\toverwrite\x18\x04 \x01(\x08\"f\n\x11UploadFileRequest\x12\x38\n\x06header\x18\x01 \x01(\x0b\x32&.sandfleet.runtime.v1.UploadFileHeaderH\x00\x12\x0f\n\x05\x63hunk\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04part\"@\n\x12UploadFileResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x04\x12\x0e\n\x06sha256\x18\x03 \x01(\t\"7\n\x13\x44ownloadFileRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nchunk_size\x18\x02 \x01(\r\"0\n\x12\x44ownloadFileHeader\x12\x0c\n\x04size\x18\x01 \x01(\x04\x12\x0c\n\x04mode\x18\x02 \x01(\r\"k\n\x14\x44ownloadFileResponse\x12:\n\x06header\x18\x01 \x01(\x0b\x32(.sandfleet.runtime.v1.DownloadFileHeaderH\x00\x12\x0f\n\x05\x63hunk\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04part\"3\n\x10ListFilesRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x11\n\tmax_depth\x18\x02 \x01(\r\"E\n\tFileEntry\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06is_dir\x18\x02 \x01(\x08\x12\x0c\n\x04size\x18\x03 \x01(\x04\x12\x0c\n\x04mode\x18\x04 \x01(\r\"X\n\x11ListFilesResponse\x12\x30\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x1f.sandfleet.runtime.v1.FileEntry\x12\x11\n\ttruncated\x18\x02 \x01(\x08\"\x15\n\x13SnapshotTreeRequest\"%\n\x14SnapshotTreeResponse\x12\r\n\x05\x63hunk\x18\x01 \x01(\x0c\"(\n\x11RestoreTreeHeader\x12\x13\n\x0b\x61s_baseline\x18\x01 \x01(\x08\"h\n\x12RestoreTreeRequest\x12\x39\n\x06header\x18\x01 \x01(\x0b\x32\'.sandfleet.runtime.v1.RestoreTreeHeaderH\x00\x12\x0f\n\x05\x63hunk\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04part\"5\n\x13RestoreTreeResponse\x12\x0f\n\x07\x65ntries\x18\x01 \x01(\r\x12\r\n\x05\x62ytes\x18\x02 \x01(\x04\x32\x86\x04\n\x0b\x46ileService\x12\x61\n\nUploadFile\x12\'.sandfleet.runtime.v1.UploadFileRequest\x1a(.sandfleet.runtime.v1.UploadFileResponse(\x01\x12g\n\x0c\x44ownloadFile\x12).sandfleet.runtime.v1.DownloadFileRequest\x1a*.sandfleet.runtime.v1.DownloadFileResponse0\x01\x12\\\n\tListFiles\x12&.sandfleet.runtime.v1.ListFilesRequest\x1a\'.sandfleet.runtime.v1.ListFilesResponse\x12g\n\x0cSnapshotTree\x12).sandfleet.runtime.v1.SnapshotTreeRequest\x1a*.sandfleet.runtime.v1.SnapshotTreeResponse0\x01\x12\x64\n\x0bRestoreTree\x12(.sandfleet.runtime.v1.RestoreTreeRequest\x1a).sandfleet.runtime.v1.RestoreTreeResponse(\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n-sandfleet_proto/runtime/v1/file_service.proto\x12\x14sandfleet.runtime.v1\"W\n\x10UploadFileHeader\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04mode\x18\x02 \x01(\r\x12\x14\n\x0cmake_parents\x18\x03 \x01(\x08\x12\x11\n\toverwrite\x18\x04 \x01(\x08\"f\n\x11UploadFileRequest\x12\x38\n\x06header\x18\x01 \x01(\x0b\x32&.sandfleet.runtime.v1.UploadFileHeaderH\x00\x12\x0f\n\x05\x63hunk\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04part\"@\n\x12UploadFileResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x04\x12\x0e\n\x06sha256\x18\x03 \x01(\t\"7\n\x13\x44ownloadFileRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nchunk_size\x18\x02 \x01(\r\"0\n\x12\x44ownloadFileHeader\x12\x0c\n\x04size\x18\x01 \x01(\x04\x12\x0c\n\x04mode\x18\x02 \x01(\r\"k\n\x14\x44ownloadFileResponse\x12:\n\x06header\x18\x01 \x01(\x0b\x32(.sandfleet.runtime.v1.DownloadFileHeaderH\x00\x12\x0f\n\x05\x63hunk\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04part\"3\n\x10ListFilesRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x11\n\tmax_depth\x18\x02 \x01(\r\"E\n\tFileEntry\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06is_dir\x18\x02 \x01(\x08\x12\x0c\n\x04size\x18\x03 \x01(\x04\x12\x0c\n\x04mode\x18\x04 \x01(\r\"X\n\x11ListFilesResponse\x12\x30\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x1f.sandfleet.runtime.v1.FileEntry\x12\x11\n\ttruncated\x18\x02 \x01(\x08\"*\n\x13SnapshotTreeRequest\x12\x13\n\x0b\x65xtra_roots\x18\x01 \x03(\t\":\n\x14SnapshotTreeResponse\x12\r\n\x05\x63hunk\x18\x01 \x01(\x0c\x12\x13\n\x0b\x65xtra_roots\x18\x02 \x03(\t\"=\n\x11RestoreTreeHeader\x12\x13\n\x0b\x61s_baseline\x18\x01 \x01(\x08\x12\x13\n\x0b\x65xtra_roots\x18\x02 \x03(\t\"h\n\x12RestoreTreeRequest\x12\x39\n\x06header\x18\x01 \x01(\x0b\x32\'.sandfleet.runtime.v1.RestoreTreeHeaderH\x00\x12\x0f\n\x05\x63hunk\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04part\"5\n\x13RestoreTreeResponse\x12\x0f\n\x07\x65ntries\x18\x01 \x01(\r\x12\r\n\x05\x62ytes\x18\x02 \x01(\x04\x32\x86\x04\n\x0b\x46ileService\x12\x61\n\nUploadFile\x12\'.sandfleet.runtime.v1.UploadFileRequest\x1a(.sandfleet.runtime.v1.UploadFileResponse(\x01\x12g\n\x0c\x44ownloadFile\x12).sandfleet.runtime.v1.DownloadFileRequest\x1a*.sandfleet.runtime.v1.DownloadFileResponse0\x01\x12\\\n\tListFiles\x12&.sandfleet.runtime.v1.ListFilesRequest\x1a\'.sandfleet.runtime.v1.ListFilesResponse\x12g\n\x0cSnapshotTree\x12).sandfleet.runtime.v1.SnapshotTreeRequest\x1a*.sandfleet.runtime.v1.SnapshotTreeResponse0\x01\x12\x64\n\x0bRestoreTree\x12(.sandfleet.runtime.v1.RestoreTreeRequest\x1a).sandfleet.runtime.v1.RestoreTreeResponse(\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -50,15 +50,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTFILESRESPONSE']._serialized_start=670
   _globals['_LISTFILESRESPONSE']._serialized_end=758
   _globals['_SNAPSHOTTREEREQUEST']._serialized_start=760
-  _globals['_SNAPSHOTTREEREQUEST']._serialized_end=781
-  _globals['_SNAPSHOTTREERESPONSE']._serialized_start=783
-  _globals['_SNAPSHOTTREERESPONSE']._serialized_end=820
-  _globals['_RESTORETREEHEADER']._serialized_start=822
-  _globals['_RESTORETREEHEADER']._serialized_end=862
-  _globals['_RESTORETREEREQUEST']._serialized_start=864
-  _globals['_RESTORETREEREQUEST']._serialized_end=968
-  _globals['_RESTORETREERESPONSE']._serialized_start=970
-  _globals['_RESTORETREERESPONSE']._serialized_end=1023
-  _globals['_FILESERVICE']._serialized_start=1026
-  _globals['_FILESERVICE']._serialized_end=1544
+  _globals['_SNAPSHOTTREEREQUEST']._serialized_end=802
+  _globals['_SNAPSHOTTREERESPONSE']._serialized_start=804
+  _globals['_SNAPSHOTTREERESPONSE']._serialized_end=862
+  _globals['_RESTORETREEHEADER']._serialized_start=864
+  _globals['_RESTORETREEHEADER']._serialized_end=925
+  _globals['_RESTORETREEREQUEST']._serialized_start=927
+  _globals['_RESTORETREEREQUEST']._serialized_end=1031
+  _globals['_RESTORETREERESPONSE']._serialized_start=1033
+  _globals['_RESTORETREERESPONSE']._serialized_end=1086
+  _globals['_FILESERVICE']._serialized_start=1089
+  _globals['_FILESERVICE']._serialized_end=1607
 # @@protoc_insertion_point(module_scope)

@@ -250,12 +250,24 @@ Global___ListFilesResponse: _TypeAlias = ListFilesResponse  # noqa: Y015
 class SnapshotTreeRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    EXTRA_ROOTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def extra_roots(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Directories outside the working tree to archive too, each whole: absolute paths, or
+        "~" for the runtime's home directory (e.g. "~", "/tmp", "/var/tmp"). Their members are
+        named by absolute path ("/tmp/notes.txt"); the working tree's stay relative to it. A
+        directory that does not exist, is not writable, or holds or lies in the working tree
+        or an earlier one is left out; the runtime's own files there are never archived.
+        """
+
     def __init__(
         self,
+        *,
+        extra_roots: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["extra_roots", b"extra_roots"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -266,16 +278,24 @@ class SnapshotTreeResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     CHUNK_FIELD_NUMBER: _builtins.int
+    EXTRA_ROOTS_FIELD_NUMBER: _builtins.int
     chunk: _builtins.bytes
     """The next piece of the tar archive."""
+    @_builtins.property
+    def extra_roots(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """In the first message only: the extra roots the archive holds, resolved (absolute
+        paths, in request order). A runtime that predates extra roots never sets it.
+        """
+
     def __init__(
         self,
         *,
         chunk: _builtins.bytes = ...,
+        extra_roots: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk", b"chunk"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk", b"chunk", "extra_roots", b"extra_roots"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -286,18 +306,28 @@ class RestoreTreeHeader(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     AS_BASELINE_FIELD_NUMBER: _builtins.int
+    EXTRA_ROOTS_FIELD_NUMBER: _builtins.int
     as_baseline: _builtins.bool
     """Make the restored tree the one Reset returns to (as CaptureBaseline does): "prepare
     once, fork N" sandboxes then reset to the prepared state.
     """
+    @_builtins.property
+    def extra_roots(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The extra roots (absolute) the archive's absolutely named members go to, as SnapshotTree
+        reported them: each is replaced whole, like the working tree, and only once the whole
+        archive was accepted. An absolute member under none of them is INVALID_ARGUMENT
+        (nothing changed). The baseline (as_baseline) is the working tree's only.
+        """
+
     def __init__(
         self,
         *,
         as_baseline: _builtins.bool = ...,
+        extra_roots: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_baseline", b"as_baseline"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_baseline", b"as_baseline", "extra_roots", b"extra_roots"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -91,7 +91,8 @@ class FileServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SnapshotTree(self, request, context):
-        """SnapshotTree streams the working tree (the runtime's workdir) as a POSIX tar archive:
+        """SnapshotTree streams the working tree (the runtime's workdir), and any extra roots the
+        request names (the home directory, /tmp), as a POSIX tar archive:
         regular files, directories, symlinks (as links) and modes; other file types are left
         out. The archive is produced while it streams, never held whole in memory.
         """
@@ -100,10 +101,10 @@ class FileServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RestoreTree(self, request_iterator, context):
-        """RestoreTree replaces the working tree with a tar archive (one header message, then
-        chunks), e.g. one SnapshotTree produced in another sandbox. The archive is unpacked
-        into a staging directory first; only when all of it was accepted does it replace the
-        tree. INVALID_ARGUMENT, with the working tree unchanged, for an archive that is not a
+        """RestoreTree replaces the working tree (and the header's extra roots) with a tar
+        archive (one header message, then chunks), e.g. one SnapshotTree produced in another
+        sandbox. The archive is unpacked into a staging directory first; only when all of it
+        was accepted does it replace the tree. INVALID_ARGUMENT, with the working tree unchanged, for an archive that is not a
         tar or holds an absolute path, a '..' component, a link pointing outside the tree or
         a device, FIFO or other special file.
         """

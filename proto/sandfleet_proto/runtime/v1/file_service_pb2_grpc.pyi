@@ -44,15 +44,16 @@ class FileServiceStub:
     ListFiles: _grpc.UnaryUnaryMultiCallable[_file_service_pb2.ListFilesRequest, _file_service_pb2.ListFilesResponse]
     """ListFiles lists a directory tree (regular files and directories; symlinks not followed)."""
     SnapshotTree: _grpc.UnaryStreamMultiCallable[_file_service_pb2.SnapshotTreeRequest, _file_service_pb2.SnapshotTreeResponse]
-    """SnapshotTree streams the working tree (the runtime's workdir) as a POSIX tar archive:
+    """SnapshotTree streams the working tree (the runtime's workdir), and any extra roots the
+    request names (the home directory, /tmp), as a POSIX tar archive:
     regular files, directories, symlinks (as links) and modes; other file types are left
     out. The archive is produced while it streams, never held whole in memory.
     """
     RestoreTree: _grpc.StreamUnaryMultiCallable[_file_service_pb2.RestoreTreeRequest, _file_service_pb2.RestoreTreeResponse]
-    """RestoreTree replaces the working tree with a tar archive (one header message, then
-    chunks), e.g. one SnapshotTree produced in another sandbox. The archive is unpacked
-    into a staging directory first; only when all of it was accepted does it replace the
-    tree. INVALID_ARGUMENT, with the working tree unchanged, for an archive that is not a
+    """RestoreTree replaces the working tree (and the header's extra roots) with a tar
+    archive (one header message, then chunks), e.g. one SnapshotTree produced in another
+    sandbox. The archive is unpacked into a staging directory first; only when all of it
+    was accepted does it replace the tree. INVALID_ARGUMENT, with the working tree unchanged, for an archive that is not a
     tar or holds an absolute path, a '..' component, a link pointing outside the tree or
     a device, FIFO or other special file.
     """
@@ -73,15 +74,16 @@ class FileServiceAsyncStub(FileServiceStub):
     ListFiles: _aio.UnaryUnaryMultiCallable[_file_service_pb2.ListFilesRequest, _file_service_pb2.ListFilesResponse]  # type: ignore[assignment]
     """ListFiles lists a directory tree (regular files and directories; symlinks not followed)."""
     SnapshotTree: _aio.UnaryStreamMultiCallable[_file_service_pb2.SnapshotTreeRequest, _file_service_pb2.SnapshotTreeResponse]  # type: ignore[assignment]
-    """SnapshotTree streams the working tree (the runtime's workdir) as a POSIX tar archive:
+    """SnapshotTree streams the working tree (the runtime's workdir), and any extra roots the
+    request names (the home directory, /tmp), as a POSIX tar archive:
     regular files, directories, symlinks (as links) and modes; other file types are left
     out. The archive is produced while it streams, never held whole in memory.
     """
     RestoreTree: _aio.StreamUnaryMultiCallable[_file_service_pb2.RestoreTreeRequest, _file_service_pb2.RestoreTreeResponse]  # type: ignore[assignment]
-    """RestoreTree replaces the working tree with a tar archive (one header message, then
-    chunks), e.g. one SnapshotTree produced in another sandbox. The archive is unpacked
-    into a staging directory first; only when all of it was accepted does it replace the
-    tree. INVALID_ARGUMENT, with the working tree unchanged, for an archive that is not a
+    """RestoreTree replaces the working tree (and the header's extra roots) with a tar
+    archive (one header message, then chunks), e.g. one SnapshotTree produced in another
+    sandbox. The archive is unpacked into a staging directory first; only when all of it
+    was accepted does it replace the tree. INVALID_ARGUMENT, with the working tree unchanged, for an archive that is not a
     tar or holds an absolute path, a '..' component, a link pointing outside the tree or
     a device, FIFO or other special file.
     """
@@ -123,7 +125,8 @@ class FileServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _file_service_pb2.SnapshotTreeRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_file_service_pb2.SnapshotTreeResponse], _abc.AsyncIterator[_file_service_pb2.SnapshotTreeResponse]]:
-        """SnapshotTree streams the working tree (the runtime's workdir) as a POSIX tar archive:
+        """SnapshotTree streams the working tree (the runtime's workdir), and any extra roots the
+        request names (the home directory, /tmp), as a POSIX tar archive:
         regular files, directories, symlinks (as links) and modes; other file types are left
         out. The archive is produced while it streams, never held whole in memory.
         """
@@ -134,10 +137,10 @@ class FileServiceServicer(metaclass=_abc_1.ABCMeta):
         request_iterator: _MaybeAsyncIterator[_file_service_pb2.RestoreTreeRequest],
         context: _ServicerContext,
     ) -> _typing.Union[_file_service_pb2.RestoreTreeResponse, _abc.Awaitable[_file_service_pb2.RestoreTreeResponse]]:
-        """RestoreTree replaces the working tree with a tar archive (one header message, then
-        chunks), e.g. one SnapshotTree produced in another sandbox. The archive is unpacked
-        into a staging directory first; only when all of it was accepted does it replace the
-        tree. INVALID_ARGUMENT, with the working tree unchanged, for an archive that is not a
+        """RestoreTree replaces the working tree (and the header's extra roots) with a tar
+        archive (one header message, then chunks), e.g. one SnapshotTree produced in another
+        sandbox. The archive is unpacked into a staging directory first; only when all of it
+        was accepted does it replace the tree. INVALID_ARGUMENT, with the working tree unchanged, for an archive that is not a
         tar or holds an absolute path, a '..' component, a link pointing outside the tree or
         a device, FIFO or other special file.
         """

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n/sandfleet_proto/runtime/v1/system_service.proto\x12\x14sandfleet.runtime.v1\"\x11\n\x0fGetStatsRequest\"\xa9\x02\n\x10GetStatsResponse\x12\x1c\n\x14memory_current_bytes\x18\x01 \x01(\x04\x12\x19\n\x11memory_peak_bytes\x18\x02 \x01(\x04\x12\x39\n\rmemory_source\x18\x03 \x01(\x0e\x32\".sandfleet.runtime.v1.MemorySource\x12\x15\n\rprocess_count\x18\x04 \x01(\r\x12\x16\n\x0euptime_seconds\x18\x05 \x01(\x01\x12\x1a\n\x12last_activity_unix\x18\x06 \x01(\x01\x12\x14\n\x0cidle_seconds\x18\x07 \x01(\x01\x12\x15\n\rbash_sessions\x18\x08 \x01(\r\x12\x18\n\x10running_commands\x18\t \x01(\r\x12\x0f\n\x07session\x18\n \x01(\t\"\xa0\x01\n\x12\x42indSessionRequest\x12\r\n\x05token\x18\x01 \x01(\t\x12>\n\x03\x65nv\x18\x02 \x03(\x0b\x32\x31.sandfleet.runtime.v1.BindSessionRequest.EnvEntry\x12\x0f\n\x07session\x18\x03 \x01(\t\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"B\n\x13\x42indSessionResponse\x12\x17\n\x0f\x63losed_sessions\x18\x01 \x01(\r\x12\x12\n\nbound_unix\x18\x02 \x01(\x01\"\x0e\n\x0cResetRequest\"\xa5\x01\n\rResetResponse\x12\x17\n\x0f\x63losed_sessions\x18\x01 \x01(\r\x12\x18\n\x10killed_processes\x18\x02 \x01(\r\x12\x15\n\rremoved_paths\x18\x03 \x01(\r\x12\x16\n\x0erestored_paths\x18\x04 \x01(\r\x12\x18\n\x10\x64ropped_commands\x18\x05 \x01(\r\x12\x18\n\x10\x64uration_seconds\x18\x06 \x01(\x01\"\x18\n\x16\x43\x61ptureBaselineRequest\"7\n\x17\x43\x61ptureBaselineResponse\x12\r\n\x05paths\x18\x01 \x01(\r\x12\r\n\x05\x62ytes\x18\x02 \x01(\x04*_\n\x0cMemorySource\x12\x1d\n\x19MEMORY_SOURCE_UNSPECIFIED\x10\x00\x12\x18\n\x14MEMORY_SOURCE_CGROUP\x10\x01\x12\x16\n\x12MEMORY_SOURCE_PROC\x10\x02\x32\x90\x03\n\rSystemService\x12Y\n\x08GetStats\x12%.sandfleet.runtime.v1.GetStatsRequest\x1a&.sandfleet.runtime.v1.GetStatsResponse\x12\x62\n\x0b\x42indSession\x12(.sandfleet.runtime.v1.BindSessionRequest\x1a).sandfleet.runtime.v1.BindSessionResponse\x12P\n\x05Reset\x12\".sandfleet.runtime.v1.ResetRequest\x1a#.sandfleet.runtime.v1.ResetResponse\x12n\n\x0f\x43\x61ptureBaseline\x12,.sandfleet.runtime.v1.CaptureBaselineRequest\x1a-.sandfleet.runtime.v1.CaptureBaselineResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n/sandfleet_proto/runtime/v1/system_service.proto\x12\x14sandfleet.runtime.v1\"\x11\n\x0fGetStatsRequest\"\xc5\x02\n\x10GetStatsResponse\x12\x1c\n\x14memory_current_bytes\x18\x01 \x01(\x04\x12\x19\n\x11memory_peak_bytes\x18\x02 \x01(\x04\x12\x39\n\rmemory_source\x18\x03 \x01(\x0e\x32\".sandfleet.runtime.v1.MemorySource\x12\x15\n\rprocess_count\x18\x04 \x01(\r\x12\x16\n\x0euptime_seconds\x18\x05 \x01(\x01\x12\x1a\n\x12last_activity_unix\x18\x06 \x01(\x01\x12\x14\n\x0cidle_seconds\x18\x07 \x01(\x01\x12\x15\n\rbash_sessions\x18\x08 \x01(\r\x12\x18\n\x10running_commands\x18\t \x01(\r\x12\x0f\n\x07session\x18\n \x01(\t\x12\x1a\n\x12\x62\x61sh_session_names\x18\x0b \x03(\t\"\xa0\x01\n\x12\x42indSessionRequest\x12\r\n\x05token\x18\x01 \x01(\t\x12>\n\x03\x65nv\x18\x02 \x03(\x0b\x32\x31.sandfleet.runtime.v1.BindSessionRequest.EnvEntry\x12\x0f\n\x07session\x18\x03 \x01(\t\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"B\n\x13\x42indSessionResponse\x12\x17\n\x0f\x63losed_sessions\x18\x01 \x01(\r\x12\x12\n\nbound_unix\x18\x02 \x01(\x01\"\x0e\n\x0cResetRequest\"\xa5\x01\n\rResetResponse\x12\x17\n\x0f\x63losed_sessions\x18\x01 \x01(\r\x12\x18\n\x10killed_processes\x18\x02 \x01(\r\x12\x15\n\rremoved_paths\x18\x03 \x01(\r\x12\x16\n\x0erestored_paths\x18\x04 \x01(\r\x12\x18\n\x10\x64ropped_commands\x18\x05 \x01(\r\x12\x18\n\x10\x64uration_seconds\x18\x06 \x01(\x01\"\x18\n\x16\x43\x61ptureBaselineRequest\"7\n\x17\x43\x61ptureBaselineResponse\x12\r\n\x05paths\x18\x01 \x01(\r\x12\r\n\x05\x62ytes\x18\x02 \x01(\x04*_\n\x0cMemorySource\x12\x1d\n\x19MEMORY_SOURCE_UNSPECIFIED\x10\x00\x12\x18\n\x14MEMORY_SOURCE_CGROUP\x10\x01\x12\x16\n\x12MEMORY_SOURCE_PROC\x10\x02\x32\x90\x03\n\rSystemService\x12Y\n\x08GetStats\x12%.sandfleet.runtime.v1.GetStatsRequest\x1a&.sandfleet.runtime.v1.GetStatsResponse\x12\x62\n\x0b\x42indSession\x12(.sandfleet.runtime.v1.BindSessionRequest\x1a).sandfleet.runtime.v1.BindSessionResponse\x12P\n\x05Reset\x12\".sandfleet.runtime.v1.ResetRequest\x1a#.sandfleet.runtime.v1.ResetResponse\x12n\n\x0f\x43\x61ptureBaseline\x12,.sandfleet.runtime.v1.CaptureBaselineRequest\x1a-.sandfleet.runtime.v1.CaptureBaselineResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,26 +33,26 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_BINDSESSIONREQUEST_ENVENTRY']._loaded_options = None
   _globals['_BINDSESSIONREQUEST_ENVENTRY']._serialized_options = b'8\001'
-  _globals['_MEMORYSOURCE']._serialized_start=890
-  _globals['_MEMORYSOURCE']._serialized_end=985
+  _globals['_MEMORYSOURCE']._serialized_start=918
+  _globals['_MEMORYSOURCE']._serialized_end=1013
   _globals['_GETSTATSREQUEST']._serialized_start=73
   _globals['_GETSTATSREQUEST']._serialized_end=90
   _globals['_GETSTATSRESPONSE']._serialized_start=93
-  _globals['_GETSTATSRESPONSE']._serialized_end=390
-  _globals['_BINDSESSIONREQUEST']._serialized_start=393
-  _globals['_BINDSESSIONREQUEST']._serialized_end=553
-  _globals['_BINDSESSIONREQUEST_ENVENTRY']._serialized_start=511
-  _globals['_BINDSESSIONREQUEST_ENVENTRY']._serialized_end=553
-  _globals['_BINDSESSIONRESPONSE']._serialized_start=555
-  _globals['_BINDSESSIONRESPONSE']._serialized_end=621
-  _globals['_RESETREQUEST']._serialized_start=623
-  _globals['_RESETREQUEST']._serialized_end=637
-  _globals['_RESETRESPONSE']._serialized_start=640
-  _globals['_RESETRESPONSE']._serialized_end=805
-  _globals['_CAPTUREBASELINEREQUEST']._serialized_start=807
-  _globals['_CAPTUREBASELINEREQUEST']._serialized_end=831
-  _globals['_CAPTUREBASELINERESPONSE']._serialized_start=833
-  _globals['_CAPTUREBASELINERESPONSE']._serialized_end=888
-  _globals['_SYSTEMSERVICE']._serialized_start=988
-  _globals['_SYSTEMSERVICE']._serialized_end=1388
+  _globals['_GETSTATSRESPONSE']._serialized_end=418
+  _globals['_BINDSESSIONREQUEST']._serialized_start=421
+  _globals['_BINDSESSIONREQUEST']._serialized_end=581
+  _globals['_BINDSESSIONREQUEST_ENVENTRY']._serialized_start=539
+  _globals['_BINDSESSIONREQUEST_ENVENTRY']._serialized_end=581
+  _globals['_BINDSESSIONRESPONSE']._serialized_start=583
+  _globals['_BINDSESSIONRESPONSE']._serialized_end=649
+  _globals['_RESETREQUEST']._serialized_start=651
+  _globals['_RESETREQUEST']._serialized_end=665
+  _globals['_RESETRESPONSE']._serialized_start=668
+  _globals['_RESETRESPONSE']._serialized_end=833
+  _globals['_CAPTUREBASELINEREQUEST']._serialized_start=835
+  _globals['_CAPTUREBASELINEREQUEST']._serialized_end=859
+  _globals['_CAPTUREBASELINERESPONSE']._serialized_start=861
+  _globals['_CAPTUREBASELINERESPONSE']._serialized_end=916
+  _globals['_SYSTEMSERVICE']._serialized_start=1016
+  _globals['_SYSTEMSERVICE']._serialized_end=1416
 # @@protoc_insertion_point(module_scope)

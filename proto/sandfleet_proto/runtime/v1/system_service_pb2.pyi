@@ -70,6 +70,7 @@ class GetStatsResponse(_message.Message):
     BASH_SESSIONS_FIELD_NUMBER: _builtins.int
     RUNNING_COMMANDS_FIELD_NUMBER: _builtins.int
     SESSION_FIELD_NUMBER: _builtins.int
+    BASH_SESSION_NAMES_FIELD_NUMBER: _builtins.int
     memory_current_bytes: _builtins.int
     memory_peak_bytes: _builtins.int
     memory_source: Global___MemorySource.ValueType
@@ -86,6 +87,10 @@ class GetStatsResponse(_message.Message):
     """Commands running now."""
     session: _builtins.str
     """The session the sandbox is bound to (BindSession's `session`); empty before any binding."""
+    @_builtins.property
+    def bash_session_names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The live bash sessions' names, sorted (a suspend saves each one's cwd and environment)."""
+
     def __init__(
         self,
         *,
@@ -99,10 +104,11 @@ class GetStatsResponse(_message.Message):
         bash_sessions: _builtins.int = ...,
         running_commands: _builtins.int = ...,
         session: _builtins.str = ...,
+        bash_session_names: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bash_sessions", b"bash_sessions", "idle_seconds", b"idle_seconds", "last_activity_unix", b"last_activity_unix", "memory_current_bytes", b"memory_current_bytes", "memory_peak_bytes", b"memory_peak_bytes", "memory_source", b"memory_source", "process_count", b"process_count", "running_commands", b"running_commands", "session", b"session", "uptime_seconds", b"uptime_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bash_session_names", b"bash_session_names", "bash_sessions", b"bash_sessions", "idle_seconds", b"idle_seconds", "last_activity_unix", b"last_activity_unix", "memory_current_bytes", b"memory_current_bytes", "memory_peak_bytes", b"memory_peak_bytes", "memory_source", b"memory_source", "process_count", b"process_count", "running_commands", b"running_commands", "session", b"session", "uptime_seconds", b"uptime_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
