@@ -194,6 +194,8 @@ def _refuse_unsafe(member: tarfile.TarInfo, destination: str) -> tarfile.TarInfo
         raise InvalidArgumentError(f"the archive member {name!r} has an absolute path")
     if ".." in name.replace("\\", "/").split("/"):
         raise InvalidArgumentError(f"the archive member {name!r} has a '..' component")
+    if member.issym() and _points_out(member, destination):
+        return _outward_link(member, destination)
     if _STDLIB_DATA_FILTER is None:
         return _data_filter_fallback(member, destination)
     safe: tarfile.TarInfo | None = _STDLIB_DATA_FILTER(member, destination)
@@ -202,6 +204,35 @@ def _refuse_unsafe(member: tarfile.TarInfo, destination: str) -> tarfile.TarInfo
 
 def _inside(path: str, root: str) -> bool:
     return os.path.commonpath([path, root]) == root
+
+
+def _points_out(link: tarfile.TarInfo, destination: str) -> bool:
+    """A symbolic link to an absolute path or out of the destination (a virtualenv's
+    `bin/python -> /usr/bin/python3`, a dotfile linked to a system file)."""
+    if os.path.isabs(link.linkname):
+        return True
+    root = os.path.realpath(destination)
+    here = os.path.dirname(os.path.join(root, link.name))
+    return not _inside(os.path.realpath(os.path.join(here, link.linkname)), root)
+
+
+def _outward_link(link: tarfile.TarInfo, destination: str) -> tarfile.TarInfo:
+    """A link that points out of the destination, restored as the link it is: the sandbox's
+    user makes the same with `ln -s`, and it gives nothing the sandbox does not already
+    reach. tarfile's `data` filter refuses such links because a later member could be written
+    through one; here every later member's path is still resolved through the links unpacked
+    so far and refused when it lands outside (the filters' check), and the link itself must
+    sit inside, reached without leaving through an earlier link. Hard links stay refused."""
+    root = os.path.realpath(destination)
+    parent = os.path.realpath(os.path.join(root, os.path.dirname(link.name)))
+    if not _inside(parent, root):
+        raise _UnsafeMemberError(
+            f"{link.name!r} would be extracted into {parent!r}, which is outside the destination"
+        )
+    safe = copy.copy(link)
+    safe.uid, safe.gid = os.getuid(), os.getgid()
+    safe.uname = safe.gname = ""
+    return safe
 
 
 def _data_filter_fallback(member: tarfile.TarInfo, destination: str) -> tarfile.TarInfo:
