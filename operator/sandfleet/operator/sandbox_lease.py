@@ -23,6 +23,7 @@ from sandfleet.logs import get_logger
 from sandfleet.operator.adoption import claimed_pod, pool_of, session_token
 from sandfleet.operator.binding import bind_runtime, runtime_address
 from sandfleet.operator.context import OperatorContext
+from sandfleet.operator.laps import Laps
 from sandfleet.operator.pod_watch import (
     PodProblem,
     PodWaiter,
@@ -125,6 +126,7 @@ async def lease_sandbox(
     """A running sandbox bound to the session, which is then in `request.ready_phase`.
     Raises PodFailedError, BindError, TimeoutError (the pod never started) or PodLostError."""
     session = request.session
+    laps = Laps()
     await ctx.pods.synced.wait()
     if status.get("podName"):  # set up (at least partly) by an earlier worker
         placement = await _earlier_placement(ctx, request, status)
@@ -138,13 +140,17 @@ async def lease_sandbox(
     else:
         placement = await _place(ctx, request, status)
         waiter = PodWaiter(ctx.pods, session.namespace, placement.pod_name, known=placement.claimed)
+    laps.lap("place")
     needs_bind = placement.claimed or bool(request.env) or bool(request.files)
     pod = await _until_started(ctx, waiter, status, event, needs_bind=needs_bind)
+    laps.lap("start")
     address = runtime_address(_ip(pod))
     if needs_bind:
         await _bind(ctx, request, placement, address)
+        laps.lap("bind")
     if request.prepare is not None:
         await request.prepare(address, placement.token)
+        laps.lap("prepare")
     _report_ready(
         ctx,
         status,
@@ -155,6 +161,7 @@ async def lease_sandbox(
         phase=request.ready_phase,
     )
     await status.flush()
+    laps.lap("report")
     event(False, Reason.RUNTIME_BOUND if needs_bind else Reason.RUNTIME_SERVING, address)
     log.info(
         "session_ready",
@@ -162,6 +169,7 @@ async def lease_sandbox(
         pod=placement.pod_name,
         warm=placement.claimed,
         bound=needs_bind,
+        steps_ms=laps.ms,
     )
     return SandboxLease(placement.pod_name, address, placement.token, waiter)
 

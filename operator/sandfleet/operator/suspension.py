@@ -24,6 +24,7 @@ from sandfleet.errors import SandfleetError, SnapshotCorruptError, SnapshotTooLa
 from sandfleet.fleet.resources import ObjectRef
 from sandfleet.logs import get_logger
 from sandfleet.operator.context import OperatorContext
+from sandfleet.operator.laps import Laps
 from sandfleet.snapshots.archive import split_state, with_state
 from sandfleet.snapshots.shell_state import capture, reestablish
 from sandfleet.snapshots.store import (
@@ -74,12 +75,18 @@ async def save_snapshot(
     store = _store(ctx, "suspend")
     limit = ctx.settings.snapshot_limit_bytes
     client = RuntimeClient(address, token, rpc_timeout_s=RPC_TIMEOUT_S)
+    laps = Laps()
     try:
         shells = await capture(client, SHELL_SESSIONS)
+        laps.lap("shells")
         state = {"token": token, "shells": shells}
-        return await store.put(
+        stored = await store.put(
             snapshot_key(session), with_state(state, client.snapshot()), limit_bytes=limit
         )
+        laps.lap("stream_store")
+        log.info("snapshot_saved", session=f"{session.namespace}/{session.name}",
+                 bytes=stored.size_bytes, steps_ms=laps.ms)  # fmt: skip
+        return stored
     except SnapshotTooLargeError:
         biggest = await _biggest_paths(client, workdir)
         raise TransitionError(
@@ -165,10 +172,15 @@ async def restore_snapshot(
             corrupt.append(exc)
             raise
 
+    laps = Laps()
     try:
         state, rest = await split_state(chunks)
         await client.restore(tree(rest))
+        laps.lap("tree")
         await reestablish(client, state["shells"], ("", ""))
+        laps.lap("shells")
+        log.info("snapshot_restored", session=f"{session.namespace}/{session.name}",
+                 steps_ms=laps.ms)  # fmt: skip
     except SnapshotCorruptError as exc:
         raise TransitionError(Reason.SNAPSHOT_CORRUPT, "corrupt", str(exc)) from None
     except asyncio.CancelledError:
