@@ -8,6 +8,7 @@ adopts the pod the gateway claimed and bound for a session it created (adoption.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime as dt
 from collections.abc import Awaitable, Callable, Sequence
@@ -127,6 +128,7 @@ async def lease_sandbox(
     Raises PodFailedError, BindError, TimeoutError (the pod never started) or PodLostError."""
     session = request.session
     laps = Laps()
+    recording: asyncio.Future[bool] | None = None
     await ctx.pods.synced.wait()
     if status.get("podName"):  # set up (at least partly) by an earlier worker
         placement = await _earlier_placement(ctx, request, status)
@@ -139,18 +141,27 @@ async def lease_sandbox(
         return await _adopt(ctx, request, status, event, request.claimed_pod)
     else:
         placement = await _place(ctx, request, status)
+        # The Starting record (pod, pool, Secret) is written while the pod is waited for,
+        # bound and prepared: one API round trip less before Ready. A restarted operator
+        # that finds no record is where it would be had the write not been sent yet; the
+        # claimed pod carries the session's label either way.
+        recording = asyncio.ensure_future(status.flush())
         waiter = PodWaiter(ctx.pods, session.namespace, placement.pod_name, known=placement.claimed)
     laps.lap("place")
     needs_bind = placement.claimed or bool(request.env) or bool(request.files)
-    pod = await _until_started(ctx, waiter, status, event, needs_bind=needs_bind)
-    laps.lap("start")
-    address = runtime_address(_ip(pod))
-    if needs_bind:
-        await _bind(ctx, request, placement, address)
-        laps.lap("bind")
-    if request.prepare is not None:
-        await request.prepare(address, placement.token)
-        laps.lap("prepare")
+    try:
+        pod = await _until_started(ctx, waiter, status, event, needs_bind=needs_bind)
+        laps.lap("start")
+        address = runtime_address(_ip(pod))
+        await _bind_and_prepare(ctx, request, placement, address, laps, bind=needs_bind)
+    except BaseException:
+        if recording is not None:  # written (or its fields left for the next write) first
+            with contextlib.suppress(Exception):
+                await recording
+        raise
+    if recording is not None:
+        await recording  # Starting is written before Ready is
+        laps.lap("recorded")
     _report_ready(
         ctx,
         status,
@@ -172,6 +183,23 @@ async def lease_sandbox(
         steps_ms=laps.ms,
     )
     return SandboxLease(placement.pod_name, address, placement.token, waiter)
+
+
+async def _bind_and_prepare(
+    ctx: OperatorContext,
+    request: LeaseRequest,
+    placement: _Placement,
+    address: str,
+    laps: Laps,
+    *,
+    bind: bool,
+) -> None:
+    if bind:
+        await _bind(ctx, request, placement, address)
+        laps.lap("bind")
+    if request.prepare is not None:
+        await request.prepare(address, placement.token)
+        laps.lap("prepare")
 
 
 async def _earlier_placement(
@@ -230,7 +258,7 @@ async def _adopt(
 
 async def _place(ctx: OperatorContext, request: LeaseRequest, status: SessionStatus) -> _Placement:
     """The session's token and NetworkPolicy, then a warm pod claimed or a cold one created;
-    recorded in the status with the Scheduled condition (Starting)."""
+    set in the status with the Scheduled condition (Starting), for the caller to write."""
     session, plan = request.session, request.plan
     # The claim does not wait for the token and policy: the pool's policy already covers
     # the pod, and the token is needed only at the bind.
@@ -253,7 +281,6 @@ async def _place(ctx: OperatorContext, request: LeaseRequest, status: SessionSta
     status.set(podName=pod_name, poolName=pool, tokenSecretName=secret)
     status.set_phase(Phase.STARTING)
     status.condition(ConditionType.SCHEDULED, claimed, reason, message)
-    await status.flush()
     return _Placement(pod_name, pool, token, claimed=claimed, fresh_claim=claimed)
 
 

@@ -253,12 +253,14 @@ class SessionSuspender:
 
     async def resumed(self, resume: Resume | None) -> None:
         """The session is Ready again: its snapshot goes (the sandbox holds the state now)."""
+        # The resume's latency ends at Ready (written just before): what comes after is
+        # clean-up no client waits for.
+        elapsed = asyncio.get_running_loop().time() - resume.started if resume else 0.0
         await drop_snapshot(self._ctx, self._ref)
         message = f"resumed; {NOT_KEPT}"
         self._status.set(snapshot=None, reclaimReason=None)
         self._status.condition(ConditionType.SUSPENDED, False, Reason.RESUMED, message)
         await self._status.flush()
-        elapsed = asyncio.get_running_loop().time() - resume.started if resume else 0.0
         if resume is not None:
             self._ctx.metrics.transition("resume", elapsed)
         self._event(False, Reason.RESUMED, message)
