@@ -47,6 +47,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--sizes-mb", type=int, nargs="+", default=[1, 10, 100])
     parser.add_argument("--rounds", type=int, default=10, help="suspend+resume rounds per size")
     parser.add_argument("--pool", type=int, default=2, help="warm pool of the latency rounds")
+    parser.add_argument(
+        "--cpu-request", default=None, help="the latency pool's pods' CPU request (default 10m)"
+    )
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--many", type=int, default=0, help="suspended sessions (0: skip)")
     parser.add_argument("--workers", type=int, default=8, help="sessions cycled at a time")
@@ -56,7 +59,11 @@ def parse_args() -> argparse.Namespace:
 
 async def latency(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     async with suspend_bench_on_cluster(
-        workdir / "latency", pool_size=args.pool, recycle=False, operator_env={}
+        workdir / "latency",
+        pool_size=args.pool,
+        recycle=False,
+        operator_env={},
+        cpu_request=args.cpu_request,
     ) as bench:
         await bench.until_pool_full()
         sizes = [await size_round(bench, size, args.rounds) for size in args.sizes_mb]
@@ -90,7 +97,7 @@ async def many(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     return result
 
 
-async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+async def run(args: argparse.Namespace, workdir: Path, out: Path) -> dict[str, Any]:
     results: dict[str, Any] = {
         "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "loadavg_before": load_average(),
@@ -99,6 +106,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     }
     if not args.skip_latency:
         results["latency"] = await latency(args, workdir)
+        text = json.dumps(results, indent=2) + "\n"
+        await asyncio.to_thread(out.write_text, text)  # kept if `many` fails
     if args.many:
         results["many"] = await many(args, workdir)
     results["loadavg_after"] = load_average()
@@ -112,7 +121,7 @@ def main() -> None:
     out: Path = args.json or RESULTS_DIR / f"suspend-{stamp}.json"
     workdir = RESULTS_DIR / f"suspend-{stamp}"
     workdir.mkdir(parents=True, exist_ok=True)
-    results = asyncio.run(run(args, workdir))
+    results = asyncio.run(run(args, workdir, out))
     text = json.dumps(results, indent=2)
     out.write_text(text + "\n")
     print(text)

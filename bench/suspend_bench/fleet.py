@@ -95,8 +95,7 @@ async def holdings(bench: SuspendBench, prefix: str) -> dict[str, Any]:
                                           if k != "managedFields"}}, separators=(",", ":")))
         for s in sessions
     ]  # fmt: skip
-    snapshots = list((bench.operator.snapshot_dir / ns).glob(f"{prefix}*/*.tar"))
-    snapshot_bytes = [p.stat().st_size for p in snapshots]
+    snapshot_bytes = await asyncio.to_thread(_archive_sizes, bench.store_dir / ns, prefix)
     suspended = [s for s in sessions if phase(s) == "Suspended"]
     return {
         "sessions": len(sessions),
@@ -116,10 +115,14 @@ async def holdings(bench: SuspendBench, prefix: str) -> dict[str, Any]:
         ),
         "session_json_bytes": _spread(sizes),
         "session_json_bytes_without_managed_fields": _spread(no_managed),
-        "snapshot_files": len(snapshots),
+        "snapshot_files": len(snapshot_bytes),
         "snapshot_bytes": _spread(snapshot_bytes),
         "snapshot_bytes_total": sum(snapshot_bytes),
     }
+
+
+def _archive_sizes(folder: Path, prefix: str) -> list[int]:
+    return [p.stat().st_size for p in folder.glob(f"{prefix}*/*.tar")]
 
 
 def _spread(values: list[int]) -> dict[str, float]:
@@ -171,10 +174,6 @@ async def delete_all(bench: SuspendBench, timeout_s: float) -> dict[str, Any]:
         if time.monotonic() - started > timeout_s:
             break
         await asyncio.sleep(1.0)
-    left = list((bench.operator.snapshot_dir / bench.namespace).glob("*/*.tar"))
+    left = await asyncio.to_thread(_archive_sizes, bench.store_dir / bench.namespace, "")
     return {"seconds": round(time.monotonic() - started, 1), "sessions_left": len(sessions),
             "snapshots_left": len(left)}  # fmt: skip
-
-
-def snapshot_dir_bytes(root: Path) -> int:
-    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())

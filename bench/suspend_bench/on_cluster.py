@@ -39,6 +39,8 @@ class SuspendBench:
     operator: BenchOperator
     watch: SessionWatch
     pool_size: int
+    store_dir: Path
+    """The operator's snapshot volume (SANDFLEET_OPERATOR_SNAPSHOT_DIR)."""
 
     def path(self, name: str | None = None) -> str:
         return resource_path(API_VERSION, SESSION_PLURAL, self.namespace, name)
@@ -82,10 +84,17 @@ class SuspendBench:
 
 @contextlib.asynccontextmanager
 async def suspend_bench_on_cluster(
-    workdir: Path, *, pool_size: int, recycle: bool, operator_env: dict[str, str]
+    workdir: Path,
+    *,
+    pool_size: int,
+    recycle: bool,
+    operator_env: dict[str, str],
+    cpu_request: str | None = None,
 ) -> AsyncIterator[SuspendBench]:
+    """`cpu_request`: the pool pods' (None: the operator's default, 10m, which gets a
+    sandbox almost no CPU on a busy node: its cgroup weight is a hundredth of a process's)."""
     _, admin_kubeconfig, images = running_cluster()
-    workdir.mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
     admin_api = KubeApi.from_kubeconfig(admin_kubeconfig)
     install_api(admin_api)
     namespace = new_name("suspend")
@@ -99,11 +108,15 @@ async def suspend_bench_on_cluster(
         operator.metrics_token = metrics_reader_token(admin_api)
         try:
             await asyncio.to_thread(operator.start)
+            spec: dict[str, Any] = {"replicas": pool_size, "recycle": recycle}
+            if cpu_request is not None:
+                spec["template"] = {"resources": {"requests": {"cpu": cpu_request}}}
             pool = {"apiVersion": API_VERSION, "kind": "SandboxPool", "metadata": {"name": POOL},
-                    "spec": {"replicas": pool_size, "recycle": recycle}}  # fmt: skip
+                    "spec": spec}  # fmt: skip
             await kube.create(resource_path(API_VERSION, POOL_PLURAL, namespace), pool)
             async with SessionWatch(kube, namespace) as watch:
-                yield SuspendBench(kube, namespace, operator, watch, pool_size)
+                store = Path(operator._env["SANDFLEET_OPERATOR_SNAPSHOT_DIR"])
+                yield SuspendBench(kube, namespace, operator, watch, pool_size, store)
         finally:
             await asyncio.to_thread(operator.stop)
             # No operator is left to run the finalizers: the namespace must not hang on them.
