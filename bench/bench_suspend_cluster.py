@@ -53,6 +53,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--many", type=int, default=0, help="suspended sessions (0: skip)")
     parser.add_argument("--workers", type=int, default=8, help="sessions cycled at a time")
+    parser.add_argument(
+        "--many-within", type=float, default=1200.0, help="seconds to start them in (default 1200)"
+    )
     parser.add_argument("--json", type=Path, default=None)
     return parser.parse_args()
 
@@ -80,7 +83,9 @@ async def many(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         workdir / "many", pool_size=args.workers, recycle=True, operator_env={}
     ) as bench:
         result["pool_fill_s"] = round(await bench.until_pool_full(), 1)
-        result["cycle"] = await fleet.suspend_many(bench, args.many, args.workers)
+        result["cycle"] = await fleet.suspend_many(
+            bench, args.many, args.workers, within_s=args.many_within
+        )
         result["holdings"] = await fleet.holdings(bench, "many-")
         result["operator_at_rest"] = await fleet.operator_at_rest(bench)
         result["resume_one"] = await fleet.resume_one(bench, "many-0000")

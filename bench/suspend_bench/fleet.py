@@ -45,13 +45,20 @@ async def _cycle(bench: SuspendBench, name: str, took: list[float], failed: list
     watch.forget(name)
 
 
-async def suspend_many(bench: SuspendBench, count: int, workers: int) -> dict[str, Any]:
+async def suspend_many(
+    bench: SuspendBench, count: int, workers: int, *, within_s: float
+) -> dict[str, Any]:
+    """`count` sessions cycled to Suspended, `workers` at a time; no new one is started after
+    `within_s` (the cluster is shared: the round reports how many it got to)."""
     names = iter(f"many-{i:04d}" for i in range(count))
     took: list[float] = []
     failed: list[str] = []
+    stop_at = time.monotonic() + within_s
 
     async def worker() -> None:
         for name in names:
+            if time.monotonic() > stop_at:
+                return
             await _cycle(bench, name, took, failed)
 
     load_before, started = load_average(), time.monotonic()
