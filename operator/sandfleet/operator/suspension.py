@@ -75,18 +75,12 @@ async def save_snapshot(
     store = _store(ctx, "suspend")
     limit = ctx.settings.snapshot_limit_bytes
     client = RuntimeClient(address, token, rpc_timeout_s=RPC_TIMEOUT_S)
-    laps = Laps()
     try:
         shells = await capture(client, SHELL_SESSIONS)
-        laps.lap("shells")
         state = {"token": token, "shells": shells}
-        stored = await store.put(
+        return await store.put(
             snapshot_key(session), with_state(state, client.snapshot()), limit_bytes=limit
         )
-        laps.lap("stream_store")
-        log.info("snapshot_saved", session=f"{session.namespace}/{session.name}",
-                 bytes=stored.size_bytes, steps_ms=laps.ms)  # fmt: skip
-        return stored
     except SnapshotTooLargeError:
         biggest = await _biggest_paths(client, workdir)
         raise TransitionError(
