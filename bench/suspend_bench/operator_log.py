@@ -1,6 +1,6 @@
 """Where a suspend's and a resume's time goes, from the operator's own log (one clock):
-`snapshot_saved` (shells' state read, archive streamed into the store and verified),
-`session_suspended` (snapshot, phase recorded, pod released), `resume_started` (the
+`session_suspended` (snapshot: the shells' state read, the archive streamed into the store
+and verified; the phase recorded; the pod released), `resume_started` (the
 snapshot's state member read), `session_ready` of a resume (claim, pod seen, bind, restore,
 Ready written), `snapshot_restored` (RestoreTree, the shells' state replayed) and
 `session_resumed` (the operator's whole resume, the snapshot dropped)."""
@@ -15,7 +15,6 @@ from typing import Any
 from tests.support.stats import percentile
 
 _STEPPED = {
-    "snapshot_saved": "suspend.snapshot",
     "session_suspended": "suspend",
     "snapshot_restored": "resume.restore",
     "session_ready": "resume.lease",
