@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
+from typing import Any
 
 import pytest
 
@@ -77,6 +78,26 @@ async def held_by(kube: KubeApi, ns: str, name: str) -> list[str]:
     return held
 
 
+async def wait_idle_pool_pod(kube: KubeApi, ns: str, pool: str, timeout_s: float) -> None:
+    """An idle pool pod whose runtime is Ready. Not the pool's status.replicas: its counts are
+    written at most once a second, so right after a claim it can still show the claimed pod
+    (and a resume, which no longer waits on a poll, can then beat the refill)."""
+
+    def idle_and_ready(response: Any) -> bool:
+        pods = response.body.get("items") or []
+        return response.status == 200 and any(
+            not p["metadata"].get("deletionTimestamp")
+            and any(c["type"] == "Ready" and c["status"] == "True"
+                    for c in (p.get("status") or {}).get("conditions") or [])
+            for p in pods
+        )  # fmt: skip
+
+    selector = f"sandfleet.dev/pool={pool},sandfleet.dev/state=idle"
+    await kube.wait_for(
+        f"/api/v1/namespaces/{ns}/pods?labelSelector={selector}", idle_and_ready, timeout_s
+    )
+
+
 async def test_a_round_trip_keeps_files_cwd_and_env_and_holds_nothing_while_suspended(
     kube: KubeApi, namespace: str, operator: OperatorProcess
 ) -> None:
@@ -110,7 +131,7 @@ async def test_a_round_trip_keeps_files_cwd_and_env_and_holds_nothing_while_susp
     stored = list(operator.snapshot_dir.glob(f"{namespace}/napper/*.tar"))
     assert len(stored) == 1
 
-    await wait_pool_ready(kube, namespace, "warm", 1, 120)  # refilled: the resume is warm
+    await wait_idle_pool_pod(kube, namespace, "warm", 120)  # refilled: the resume is warm
     started = time.monotonic()
     await set_suspend(kube, namespace, "napper", False)
     body = await wait_session(kube, namespace, "napper", phase_is("Ready", "Failed"))
