@@ -1,8 +1,8 @@
 """Suspend/resume benchmark of local sandboxes: p50/p99 of `suspend()` and of
 `Sandbox.resume(id)` (start included: a resume is a new sandbox process) for working trees
-of 1 MB and 10 MB (incompressible files of 100 kB), with one bash session's cwd and env.
+of 1 MB, 10 MB and 100 MB (incompressible files of 100 kB), with one bash session's cwd and env.
 
-    .venv/bin/python -m bench.bench_suspend [--rounds 10] [--sizes-mb 1 10] [--json out.json]
+    .venv/bin/python -m bench.bench_suspend [--rounds 10] [--sizes-mb 1 10 100] [--json out.json]
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ async def _main(rounds: int, sizes: list[int]) -> dict[str, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--sizes-mb", type=int, nargs="+", default=[1, 10])
+    parser.add_argument("--sizes-mb", type=int, nargs="+", default=[1, 10, 100])
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     results = asyncio.run(_main(args.rounds, args.sizes_mb))

@@ -23,6 +23,7 @@ from sandfleet.kube import KubeClient
 from sandfleet.kube.rate_limit import TokenBucket
 from sandfleet.operator.metrics import OperatorMetrics
 from sandfleet.operator.model_endpoints import EndpointAllowlist
+from sandfleet.operator.session_signals import SessionSignals
 from sandfleet.operator.settings import OperatorSettings
 from sandfleet.operator.trajectory_store import TrajectoryStore
 from sandfleet.operator.warm_pools import ClaimsInFlight, PoolsReturning, PoolTokens
@@ -58,6 +59,8 @@ class OperatorContext:
     pool_tokens: PoolTokens = dataclasses.field(default_factory=PoolTokens)
     pools_returning: PoolsReturning = dataclasses.field(default_factory=PoolsReturning)
     """Released pods being recycled, by pool: the keepers count them as theirs."""
+    session_signals: SessionSignals = dataclasses.field(default_factory=SessionSignals)
+    """Wakes a session's worker when kopf sees its session change (spec.suspend)."""
     pool_pod_creates: TokenBucket = dataclasses.field(default_factory=lambda: TokenBucket(20, 100))
     """Pod creations of all pools' refills (settings.pool_pod_creates_per_second, _burst)."""
     background: list[Callable[[], Coroutine[Any, Any, None]]] = dataclasses.field(

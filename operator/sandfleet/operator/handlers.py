@@ -153,6 +153,15 @@ async def session_daemon(
     await _until_stopped(SessionWorker(memo, body).run(), stopped)
 
 
+# An indexer that indexes nothing: kopf calls it on every watch event of a session, after it
+# has updated the daemon's live body, and (unlike an on.event handler, which logs "succeeded"
+# at info for every event) quietly. Returning None stores nothing in the index.
+@kopf.index(GROUP, VERSION, SESSION_PLURAL, id="wake")
+async def wake_session_worker(uid: str, memo: OperatorContext, **_: Any) -> None:
+    """The session's worker, if it waits on its spec (suspend, resume), looks again now."""
+    memo.session_signals.notify(uid)
+
+
 @kopf.on.delete(GROUP, VERSION, SESSION_PLURAL, id="reclaim")
 async def reclaim_deleted_session(
     *,

@@ -8,6 +8,7 @@ adopts the pod the gateway claimed and bound for a session it created (adoption.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime as dt
 from collections.abc import Awaitable, Callable, Sequence
@@ -23,6 +24,7 @@ from sandfleet.logs import get_logger
 from sandfleet.operator.adoption import claimed_pod, session_token
 from sandfleet.operator.binding import bind_runtime
 from sandfleet.operator.context import OperatorContext
+from sandfleet.operator.laps import Laps
 from sandfleet.operator.pod_watch import (
     PodProblem,
     PodWaiter,
@@ -125,6 +127,8 @@ async def lease_sandbox(
     """A running sandbox bound to the session, which is then in `request.ready_phase`.
     Raises PodFailedError, BindError, TimeoutError (the pod never started) or PodLostError."""
     session = request.session
+    laps = Laps()
+    recording: asyncio.Future[bool] | None = None
     await ctx.pods.synced.wait()
     if status.get("podName"):  # set up (at least partly) by an earlier worker
         placement = await _earlier_placement(ctx, request, status)
@@ -137,14 +141,27 @@ async def lease_sandbox(
         return await _adopt(ctx, request, status, event, request.claimed_pod)
     else:
         placement = await _place(ctx, request, status)
+        # The Starting record (pod, pool, Secret) is written while the pod is waited for,
+        # bound and prepared: one API round trip less before Ready. A restarted operator
+        # that finds no record is where it would be had the write not been sent yet; the
+        # claimed pod carries the session's label either way.
+        recording = asyncio.ensure_future(status.flush())
         waiter = PodWaiter(ctx.pods, session.namespace, placement.pod_name, known=placement.claimed)
+    laps.lap("place")
     needs_bind = placement.claimed or bool(request.env) or bool(request.files)
-    pod = await _until_started(ctx, waiter, status, event, needs_bind=needs_bind)
-    address = runtime_address(_ip(pod))
-    if needs_bind:
-        await _bind(ctx, request, placement, address)
-    if request.prepare is not None:
-        await request.prepare(address, placement.token)
+    try:
+        pod = await _until_started(ctx, waiter, status, event, needs_bind=needs_bind)
+        laps.lap("start")
+        address = runtime_address(_ip(pod))
+        await _bind_and_prepare(ctx, request, placement, address, laps, bind=needs_bind)
+    except BaseException:
+        if recording is not None:  # written (or its fields left for the next write) first
+            with contextlib.suppress(Exception):
+                await recording
+        raise
+    if recording is not None:
+        await recording  # Starting is written before Ready is
+        laps.lap("recorded")
     _report_ready(
         ctx,
         status,
@@ -155,6 +172,7 @@ async def lease_sandbox(
         phase=request.ready_phase,
     )
     await status.flush()
+    laps.lap("report")
     event(False, Reason.RUNTIME_BOUND if needs_bind else Reason.RUNTIME_SERVING, address)
     log.info(
         "session_ready",
@@ -162,8 +180,26 @@ async def lease_sandbox(
         pod=placement.pod_name,
         warm=placement.claimed,
         bound=needs_bind,
+        steps_ms=laps.ms,
     )
     return SandboxLease(placement.pod_name, address, placement.token, waiter)
+
+
+async def _bind_and_prepare(
+    ctx: OperatorContext,
+    request: LeaseRequest,
+    placement: _Placement,
+    address: str,
+    laps: Laps,
+    *,
+    bind: bool,
+) -> None:
+    if bind:
+        await _bind(ctx, request, placement, address)
+        laps.lap("bind")
+    if request.prepare is not None:
+        await request.prepare(address, placement.token)
+        laps.lap("prepare")
 
 
 async def _earlier_placement(
@@ -222,7 +258,7 @@ async def _adopt(
 
 async def _place(ctx: OperatorContext, request: LeaseRequest, status: SessionStatus) -> _Placement:
     """The session's token and NetworkPolicy, then a warm pod claimed or a cold one created;
-    recorded in the status with the Scheduled condition (Starting)."""
+    set in the status with the Scheduled condition (Starting), for the caller to write."""
     session, plan = request.session, request.plan
     # The claim does not wait for the token and policy: the pool's policy already covers
     # the pod, and the token is needed only at the bind.
@@ -245,7 +281,6 @@ async def _place(ctx: OperatorContext, request: LeaseRequest, status: SessionSta
     status.set(podName=pod_name, poolName=pool, tokenSecretName=secret)
     status.set_phase(Phase.STARTING)
     status.condition(ConditionType.SCHEDULED, claimed, reason, message)
-    await status.flush()
     return _Placement(pod_name, pool, token, claimed=claimed, fresh_claim=claimed)
 
 

@@ -29,6 +29,7 @@ from sandfleet.fleet.resources import ObjectRef
 from sandfleet.kube import resource_path
 from sandfleet.logs import get_logger
 from sandfleet.operator.context import OperatorContext
+from sandfleet.operator.laps import Laps
 from sandfleet.operator.reclaim import delete_session, delete_session_children
 from sandfleet.operator.recycling import recycle_sandbox
 from sandfleet.operator.sandbox_lease import EventSink, Prepare, SandboxLease
@@ -44,7 +45,7 @@ from sandfleet.operator.suspension import (
 log = get_logger(__name__)
 
 POLL_S = 0.25
-"""How often the live spec is looked at for a suspend or resume request (memory only)."""
+"""How often the pod index is looked at for a cold resume's released pod (memory only)."""
 NOT_KEPT = "running processes were not kept"
 RELEASED_POD_WAIT_S = 60.0
 
@@ -90,10 +91,7 @@ class SessionSuspender:
         return asked and self._generation() != self._refused_generation
 
     async def until_requested(self) -> None:
-        while True:
-            if self.wants_suspend():
-                return
-            await asyncio.sleep(POLL_S)
+        await self._ctx.session_signals.until(self._ref.uid, self.wants_suspend)
 
     async def refuse_while_managed(self) -> None:
         """A managed session's agent loop runs in the operator and cannot be suspended: each
@@ -114,6 +112,7 @@ class SessionSuspender:
         """Snapshot, record, release; False (the sandbox runs on, a condition says why)
         when the snapshot could not be stored."""
         started = asyncio.get_running_loop().time()
+        laps = Laps()
         workdir = plan.pod.workdir if plan.pod is not None else "/testbed"
         try:
             stored = await save_snapshot(self._ctx, self._ref, lease.address, lease.token, workdir)
@@ -125,6 +124,7 @@ class SessionSuspender:
             self._ctx.metrics.transition_failed("suspend", exc.metric)
             self._log.warning("suspend_failed", reason=exc.reason, error=str(exc))
             return False
+        laps.lap("snapshot")
         if not self.wants_suspend():
             # An idle suspend: spec.suspend true records it, so the session stays suspended
             # (across operator restarts too) until someone sets it false again.
@@ -143,11 +143,16 @@ class SessionSuspender:
         self._status.condition(ConditionType.SUSPENDED, True, Reason.SUSPENDED, message)
         self._status.condition(ConditionType.READY, False, Reason.SUSPENDED, message)
         await self._status.flush()
+        laps.lap("record")
         await self._release(lease.token)
+        laps.lap("release")
         elapsed = asyncio.get_running_loop().time() - started
         self._ctx.metrics.transition("suspend", elapsed)
         self._event(False, Reason.SUSPENDED, message)
-        self._log.info("session_suspended", bytes=stored.size_bytes, seconds=round(elapsed, 3))
+        self._log.info(
+            "session_suspended", bytes=stored.size_bytes, seconds=round(elapsed, 3),
+            steps_ms=laps.ms,
+        )  # fmt: skip
         return True
 
     async def _mark_suspended(self) -> None:
@@ -215,17 +220,14 @@ class SessionSuspender:
             deadline = asyncio.get_running_loop().time() + left
         self._ctx.metrics.snapshot_held(self._ref.namespace, size, held=True)
         try:
-            while not self._resume_asked():
-                if deadline is not None and asyncio.get_running_loop().time() >= deadline:
-                    self._log.info("suspended_ttl_expired", ttl_s=ttl)
-                    await delete_session(
-                        self._ctx.kube, self._ref.namespace, self._ref.name, self._ref.uid
-                    )
-                    return False
-                await asyncio.sleep(POLL_S)
+            signals = self._ctx.session_signals
+            if await signals.until(self._ref.uid, self._resume_asked, deadline=deadline):
+                return True
+            self._log.info("suspended_ttl_expired", ttl_s=ttl)
+            await delete_session(self._ctx.kube, self._ref.namespace, self._ref.name, self._ref.uid)
+            return False
         finally:
             self._ctx.metrics.snapshot_held(self._ref.namespace, size, held=False)
-        return True
 
     # --- resume ----------------------------------------------------------------------------
     async def resume(self) -> Resume:
@@ -238,6 +240,10 @@ class SessionSuspender:
             )
         self._status.condition(ConditionType.SUSPENDED, False, Reason.RESUMED, "resuming")
         state = await saved_state(self._ctx, self._ref, snapshot)
+        self._log.info(
+            "resume_started",
+            state_read_ms=round((asyncio.get_running_loop().time() - started) * 1000, 1),
+        )
         await self._until_released_pod_gone()
 
         async def prepare(address: str, token: str) -> None:
@@ -258,12 +264,14 @@ class SessionSuspender:
 
     async def resumed(self, resume: Resume | None) -> None:
         """The session is Ready again: its snapshot goes (the sandbox holds the state now)."""
+        # The resume's latency ends at Ready (written just before): what comes after is
+        # clean-up no client waits for.
+        elapsed = asyncio.get_running_loop().time() - resume.started if resume else 0.0
         await drop_snapshot(self._ctx, self._ref)
         message = f"resumed; {NOT_KEPT}"
         self._status.set(snapshot=None, reclaimReason=None)
         self._status.condition(ConditionType.SUSPENDED, False, Reason.RESUMED, message)
         await self._status.flush()
-        elapsed = asyncio.get_running_loop().time() - resume.started if resume else 0.0
         if resume is not None:
             self._ctx.metrics.transition("resume", elapsed)
         self._event(False, Reason.RESUMED, message)

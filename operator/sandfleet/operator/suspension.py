@@ -26,6 +26,7 @@ from sandfleet.errors import SandfleetError, SnapshotCorruptError, SnapshotTooLa
 from sandfleet.fleet.resources import ObjectRef
 from sandfleet.logs import get_logger
 from sandfleet.operator.context import OperatorContext
+from sandfleet.operator.laps import Laps
 from sandfleet.snapshots.archive import split_state, with_state
 from sandfleet.snapshots.shell_state import capture, live_sessions, reestablish
 from sandfleet.snapshots.store import (
@@ -183,10 +184,15 @@ async def restore_snapshot(
             corrupt.append(exc)
             raise
 
+    laps = Laps()
     try:
         state, rest = await split_state(chunks)
         await client.restore(tree(rest), extra_roots=state.get("extra_roots") or ())
+        laps.lap("tree")
         await reestablish(client, state["shells"], ("", ""))
+        laps.lap("shells")
+        log.info("snapshot_restored", session=f"{session.namespace}/{session.name}",
+                 steps_ms=laps.ms)  # fmt: skip
     except SnapshotCorruptError as exc:
         raise TransitionError(Reason.SNAPSHOT_CORRUPT, "corrupt", str(exc)) from None
     except asyncio.CancelledError:
