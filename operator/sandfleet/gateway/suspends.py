@@ -1,8 +1,9 @@
 """Suspend through the gateway: spec.suspend true on a raw session, then the operator's answer.
 
 The operator does the suspend (snapshot, verify, give the pod back: operator.session_suspend);
-this asks for it and waits, bounded, for either phase Suspended (the answer: status.snapshot
-and the Suspended condition's message) or the Suspended condition refusing this request
+this asks for it and waits, bounded, for either phase Suspended with the pod given back (the
+answer: status.snapshot and the Suspended condition's message) or the Suspended condition
+refusing this request
 (status False, a failure reason, observedGeneration at least the request's generation: an
 earlier refusal with the same message is not mistaken for this one's answer). The operator
 tries a refused request again only when the spec changes, so asking again after a refusal
@@ -95,7 +96,7 @@ async def suspend_session(
         ) from None
     state = SessionState.from_object(body)
     _check_suspendable(state, body)
-    if state.phase == Phase.SUSPENDED and state.suspend_asked:
+    if _released(state) and state.suspend_asked:
         return suspended(state)
     path = resource_path(API_VERSION, SESSION_PLURAL, namespace, name)
     if state.suspend_asked and refusal(state, state.generation) is not None:
@@ -105,9 +106,7 @@ async def suspend_session(
     try:
         final = await sessions.wait_until(
             name,
-            lambda s: (
-                s.phase == Phase.SUSPENDED or s.finished or refusal(s, asked.generation) is not None
-            ),
+            lambda s: _released(s) or s.finished or refusal(s, asked.generation) is not None,
             timeout_s,
             since=asked,
         )
@@ -119,7 +118,7 @@ async def suspend_session(
             f"{reference} is not suspended after {timeout_s:g}s ({_summary(exc.state)}): the "
             "operator may still finish it; call Suspend again to wait for it",
         ) from None
-    if final.phase == Phase.SUSPENDED:
+    if _released(final):
         return suspended(final)
     refused = refusal(final, asked.generation)
     if refused is None:  # it ended meanwhile
@@ -130,6 +129,12 @@ async def suspend_session(
     raise SuspendRefusedError(
         REFUSALS[reason], f"{reference} was not suspended and runs on: {message}", reason.value
     )
+
+
+def _released(state: SessionState) -> bool:
+    """Suspended, and its pod given back: the phase is written first, while the pod is
+    still named (the operator's step 3), the pod's name cleared once it is gone (step 4)."""
+    return state.phase == Phase.SUSPENDED and state.pod_name is None
 
 
 def _check_suspendable(state: SessionState, body: dict[str, Any]) -> None:
