@@ -195,7 +195,10 @@ class StandInApiServer:
         patch: JsonObject = await request.json()
         self.session_patches.append((key, patch))
         session = self.sessions[key]
-        session["spec"] = {**(session.get("spec") or {}), **(patch.get("spec") or {})}
+        spec = {**(session.get("spec") or {}), **(patch.get("spec") or {})}
+        if spec != session.get("spec"):  # a spec change is a new generation
+            session["metadata"]["generation"] = int(session["metadata"].get("generation", 1)) + 1
+        session["spec"] = spec
         self._versions += 1
         session["metadata"]["resourceVersion"] = str(self._versions)
         self.push("MODIFIED", session)
