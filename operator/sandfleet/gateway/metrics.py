@@ -86,7 +86,7 @@ class GatewayMetrics:
         )
         self._quota_rejections = Counter(
             "sandfleet_gateway_quota_rejections",
-            "Claims refused by a namespace's session quota.",
+            "Claims and resumes refused by a namespace's session quota.",
             ["namespace"],
             registry=reg,
         )

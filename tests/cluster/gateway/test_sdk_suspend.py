@@ -6,6 +6,7 @@ beside it), and its resume is refused while the namespace is full, then admitted
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import time
 
@@ -18,6 +19,7 @@ from tests.cluster.gateway.conftest import StartGateway, until_claimable
 from tests.cluster.gateway.test_claims import create_pool
 from tests.cluster.harness.gateway_clients import tenant_token
 from tests.cluster.harness.kube_api import JsonObject, KubeApi
+from tests.cluster.harness.measurements import record as record_numbers
 from tests.cluster.harness.operator_harness import SESSIONS
 
 pytestmark = pytest.mark.cluster
@@ -47,7 +49,9 @@ async def test_sdk_suspend_and_resume_a_claimed_sandbox_under_a_quota(
     name = sandbox.name
     await sandbox.bash("mkdir -p /testbed/w && cd /testbed/w && echo kept > f && export S=7")
 
+    started = time.monotonic()
     record = await sandbox.suspend()
+    suspend_s = time.monotonic() - started
     assert (record.id, record.namespace, record.path) == (name, namespace, None)
     assert record.size_bytes > 0 and re.fullmatch(r"[0-9a-f]{64}", record.sha256)
     assert not record.processes_kept and "not kept" in record.note
@@ -70,11 +74,19 @@ async def test_sdk_suspend_and_resume_a_claimed_sandbox_under_a_quota(
         await other.close()
     await until_quota_free(gateway, namespace)
 
+    started = time.monotonic()
     async with Sandbox.resume(record, **where) as resumed:
+        resume_s = time.monotonic() - started
         assert resumed.name == name
         result = await resumed.bash("pwd; echo $S; cat f")
         assert result.stdout.splitlines() == ["/testbed/w", "7", "kept"]
         assert gateway.quotas.in_use(namespace) == 1
+    # Single runs, as a client sees them (the call to the answer): not a benchmark.
+    record_numbers(
+        "sdk_suspend_resume_cluster",
+        {"suspend_s": round(suspend_s, 3), "resume_s": round(resume_s, 3),
+         "snapshot_bytes": record.size_bytes, "load_average": os.getloadavg()[0]},
+    )  # fmt: skip
     # The resumed sandbox owned the session as the claimed one did: closing released it.
     gone = await kube.request("GET", f"{SESSIONS.format(ns=namespace)}/{name}")
     assert gone.status == 404 or gone.body["metadata"].get("deletionTimestamp")
