@@ -2,8 +2,8 @@
 
 A real aiohttp server on 127.0.0.1 that answers what the gateway (and the operator's HTTP
 port) asks the API server: TokenReviews, SubjectAccessReviews (on sandboxsessions and on
-non-resource URLs), SandboxSession list/watch/get, pod get, and Lease get/create/update
-with the resourceVersion precondition (the quota ledger). It stands in
+non-resource URLs), SandboxSession list/watch/get and spec merge patches, pod get, and Lease
+get/create/update with the resourceVersion precondition (the quota ledger). It stands in
 for the real API server (whose real behaviour the cluster tier covers) because no real one
 can run in these tests; its answers follow the shapes the Kubernetes API documents.
 """
@@ -68,6 +68,8 @@ class StandInApiServer:
         self.allowed_urls: set[tuple[str, str, str]] = set()
         """(username, verb, path) RBAC allows on non-resource URLs."""
         self.sessions: dict[tuple[str, str], JsonObject] = {}
+        self.session_patches: list[tuple[tuple[str, str], JsonObject]] = []
+        """Every merge patch of a session, in order: ((namespace, name), patch)."""
         self.pods: dict[tuple[str, str], JsonObject] = {}
         self.leases: dict[tuple[str, str], JsonObject] = {}
         self.lease_conflicts = 0
@@ -184,6 +186,24 @@ class StandInApiServer:
             return _not_found("sandboxsessions", key[1])
         return web.json_response(self.sessions[key])
 
+    async def patch_session(self, request: web.Request) -> web.Response:
+        """A JSON merge patch of a session's spec (what a resume or a suspend sends)."""
+        self.requests[("PATCH", request.path)] += 1
+        key = (request.match_info["namespace"], request.match_info["name"])
+        if key not in self.sessions:
+            return _not_found("sandboxsessions", key[1])
+        patch: JsonObject = await request.json()
+        self.session_patches.append((key, patch))
+        session = self.sessions[key]
+        spec = {**(session.get("spec") or {}), **(patch.get("spec") or {})}
+        if spec != session.get("spec"):  # a spec change is a new generation
+            session["metadata"]["generation"] = int(session["metadata"].get("generation", 1)) + 1
+        session["spec"] = spec
+        self._versions += 1
+        session["metadata"]["resourceVersion"] = str(self._versions)
+        self.push("MODIFIED", session)
+        return web.json_response(session)
+
     async def pod(self, request: web.Request) -> web.Response:
         self.requests[("GET", request.path)] += 1
         key = (request.match_info["namespace"], request.match_info["name"])
@@ -231,6 +251,9 @@ class StandInApiServer:
         )
         app.router.add_get(
             f"{sessions}/namespaces/{{namespace}}/sandboxsessions/{{name}}", self.session
+        )
+        app.router.add_patch(
+            f"{sessions}/namespaces/{{namespace}}/sandboxsessions/{{name}}", self.patch_session
         )
         app.router.add_get("/api/v1/namespaces/{namespace}/pods/{name}", self.pod)
         leases = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"

@@ -67,7 +67,9 @@ class StandInClaimer:
             self.sessions[(sandbox.namespace, sandbox.name)] = sandbox
         return claimed
 
-    async def connect(self, namespace: str, name: str, timeout_s: float) -> Claimed:
+    async def connect(
+        self, namespace: str, name: str, timeout_s: float, *, resume: Any = None
+    ) -> Claimed:
         if self.fail_with is not None:
             raise self.fail_with
         try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from sandfleet.api import EgressMode, LifecycleSpec
@@ -17,6 +17,7 @@ from sandfleet.clients.gateway.client import (
     GATEWAY_CHANNELS,
     GatewayClient,
     GatewaySandboxInfo,
+    GatewaySnapshot,
     open_gateway_channel,
 )
 from sandfleet.clients.gateway.target import GatewayTarget, resolve_gateway
@@ -27,6 +28,7 @@ from sandfleet.errors import GatewayError, GatewayUnreachableError
 from sandfleet.fleet.manifests import DEFAULT_GENERATE_NAME
 from sandfleet.logs import get_logger
 from sandfleet.sandbox.backend import OpenedSandbox, SandboxPaths
+from sandfleet.sandbox.suspension import PROCESSES_NOTE, SuspendedSandbox
 
 log = get_logger(__name__)
 
@@ -34,6 +36,9 @@ CLAIM_ATTEMPTS = 3
 """Claims with a claim id are sent at most this often while their answer is lost."""
 CLAIM_RETRY_DELAY_S = 1.0
 """Pause before the n-th repetition: n times this."""
+RESUME_WAIT_S = 120.0
+"""How long a resume waits for its session to be Ready when neither the call nor the request
+says (the gateway's own bound on resume on access)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -140,7 +145,8 @@ class GatewayBackend:
 
     async def connect(self, name: str, timeout_s: float = 0) -> OpenedSandbox[GatewaySandboxInfo]:
         """An existing session (made with kubectl, say) in the request's namespace, once it is
-        Ready (waiting at most `timeout_s`); closing the result leaves the session alone."""
+        Ready (waiting at most `timeout_s`; a Suspended one is resumed); closing the result
+        leaves the session alone."""
         target = await self.target()
         token = await asyncio.to_thread(target.current_token)  # may run an exec plugin
         async with GatewayClient(target.address, token, tls=target.tls) as gateway:
@@ -149,7 +155,51 @@ class GatewayBackend:
             )
         client = connect_runtime(target, info)
         paths = self.request.paths or default_paths(info.workdir or None)
-        return OpenedSandbox(client=client, paths=paths, close=client.close, details=info)
+
+        async def suspend(sessions: Sequence[str]) -> SuspendedSandbox:
+            record = await self._suspend(target, info)
+            await client.close()
+            return record
+
+        return OpenedSandbox(
+            client=client, paths=paths, close=client.close, details=info, suspend=suspend
+        )
+
+    async def resume(self, name: str, timeout_s: float = 0) -> OpenedSandbox[GatewaySandboxInfo]:
+        """A Suspended session (or a running one) in the request's namespace, resumed through
+        the gateway's Connect (admitted by the namespace's quota: QuotaExceededError when it
+        is full) and Ready, waiting at most `timeout_s` (0: the request's timeout_s, else
+        RESUME_WAIT_S). The caller owns it as it owned the claimed one: closing the result
+        releases the session; suspending it again keeps it."""
+        target = await self.target()
+        token = await asyncio.to_thread(target.current_token)  # may run an exec plugin
+        lease = GATEWAY_CHANNELS.lease(
+            ("gateway", target.address, target.tls, target.token),
+            lambda: open_gateway_channel(target.address, target.tls),
+        )
+        gateway = GatewayClient(target.address, token, tls=target.tls, channel=lease.channel)
+        wait_s = timeout_s or self.request.timeout_s or RESUME_WAIT_S
+        try:
+            info = await gateway.connect(self.request.namespace or target.namespace, name, wait_s)
+        except BaseException:
+            lease.release()
+            raise
+        log.info("gateway_sandbox_resumed", session=info.session, pod=info.pod)
+        return self._opened(target, _SharedGateway(gateway, lease, users=1), info)
+
+    async def _suspend(self, target: GatewayTarget, info: GatewaySandboxInfo) -> SuspendedSandbox:
+        """The gateway's Suspend of the session, as the SDK's record."""
+        token = await asyncio.to_thread(target.current_token)
+        lease = GATEWAY_CHANNELS.lease(
+            ("gateway", target.address, target.tls, target.token),
+            lambda: open_gateway_channel(target.address, target.tls),
+        )
+        try:
+            gateway = GatewayClient(target.address, token, tls=target.tls, channel=lease.channel)
+            snapshot = await gateway.suspend(info.namespace, info.name)
+        finally:
+            lease.release()
+        return suspended_record(snapshot)
 
     async def target(self) -> GatewayTarget:
         """The gateway and identity this backend uses (resolved once per call)."""
@@ -181,9 +231,19 @@ class GatewayBackend:
                 # Shielded: a cancelled caller must not leave the session (and its pod) behind.
                 await asyncio.shield(shared.release(info))
 
+        async def suspend(sessions: Sequence[str]) -> SuspendedSandbox:
+            """Suspended, the session is kept (not released): Sandbox.resume brings it back."""
+            record = await self._suspend(target, info)
+            try:
+                await client.close()
+            finally:
+                lease.release()
+                shared.leave()
+            return record
+
         paths = self.request.paths or default_paths(info.workdir or None)
         log.info("gateway_sandbox_ready", session=info.session, pod=info.pod, warm=info.warm)
-        return OpenedSandbox(client=client, paths=paths, close=close, details=info)
+        return OpenedSandbox(client=client, paths=paths, close=close, details=info, suspend=suspend)
 
 
 def connect_runtime(
@@ -216,6 +276,23 @@ class _SharedGateway:
         try:
             await self.client.release(info.namespace, [info.name])
         finally:
-            self._users -= 1
-            if self._users == 0:
-                self._lease.release()
+            self.leave()
+
+    def leave(self) -> None:
+        """One sandbox is done with the client (released, or suspended and kept)."""
+        self._users -= 1
+        if self._users == 0:
+            self._lease.release()
+
+
+def suspended_record(snapshot: GatewaySnapshot) -> SuspendedSandbox:
+    """The SDK's record of a session the gateway suspended (id: the session's name)."""
+    return SuspendedSandbox(
+        id=snapshot.name,
+        size_bytes=snapshot.size_bytes,
+        sha256=snapshot.sha256,
+        suspended_at=snapshot.suspended_at,
+        processes_kept=snapshot.processes_kept,
+        note=snapshot.message or PROCESSES_NOTE,
+        namespace=snapshot.namespace,
+    )

@@ -26,6 +26,8 @@ class Condition:
     """"True", "False" or "Unknown", as Kubernetes writes it."""
     reason: str = ""
     message: str = ""
+    observed_generation: int = 0
+    """The spec generation the condition answers (0: not said)."""
 
     @property
     def is_true(self) -> bool:
@@ -66,6 +68,25 @@ class AgentProgress:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class SnapshotInfo:
+    """status.snapshot of a Suspended session: the verified snapshot it resumes from."""
+
+    size_bytes: int
+    sha256: str
+    suspended_time: dt.datetime | None
+    processes_kept: bool = False
+
+    @classmethod
+    def from_status(cls, snapshot: Mapping[str, Any]) -> SnapshotInfo:
+        return cls(
+            size_bytes=_int(snapshot.get("sizeBytes")),
+            sha256=str(snapshot.get("sha256") or ""),
+            suspended_time=_time(snapshot.get("suspendedTime")),
+            processes_kept=bool(snapshot.get("processesKept")),
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class SessionState:
     """What a SandboxSession says about itself at one resourceVersion."""
 
@@ -89,12 +110,19 @@ class SessionState:
     start_time: dt.datetime | None = None
     ready_time: dt.datetime | None = None
     completion_time: dt.datetime | None = None
+    generation: int = 0
+    """metadata.generation: bumped by every spec change."""
+    suspend_asked: bool = False
+    """spec.suspend."""
+    snapshot: SnapshotInfo | None = None
+    """status.snapshot: set while Suspended (and while a resume restores from it)."""
 
     @classmethod
     def from_object(cls, session: Mapping[str, Any]) -> SessionState:
         metadata = session.get("metadata") or {}
         status = session.get("status") or {}
         agent = status.get("agent")
+        snapshot = status.get("snapshot")
         return cls(
             namespace=str(metadata.get("namespace") or ""),
             name=str(metadata.get("name") or ""),
@@ -114,6 +142,9 @@ class SessionState:
             start_time=_time(status.get("startTime")),
             ready_time=_time(status.get("readyTime")),
             completion_time=_time(status.get("completionTime")),
+            generation=_int(metadata.get("generation")),
+            suspend_asked=(session.get("spec") or {}).get("suspend") is True,
+            snapshot=SnapshotInfo.from_status(snapshot) if isinstance(snapshot, Mapping) else None,
         )
 
     @property
@@ -179,6 +210,7 @@ def _conditions(items: Any) -> list[Condition]:
             status=str(item.get("status") or "Unknown"),
             reason=str(item.get("reason") or ""),
             message=str(item.get("message") or ""),
+            observed_generation=_int(item.get("observedGeneration")),
         )
         for item in items
         if isinstance(item, Mapping)

@@ -12,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import functools
 import posixpath
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import grpc.aio
@@ -58,6 +59,9 @@ from sandfleet.kube import (
 from sandfleet.logs import get_logger
 
 log = get_logger(__name__)
+
+Resume = Callable[[str, str], Awaitable[None]]
+"""Asks for a Suspended session's resume, given its namespace and name."""
 
 _DELETE_OPTIONS = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
 
@@ -430,8 +434,12 @@ class Claimer:
         return await sessions.runtime_token(state.token_secret_name)
 
     # --- connect / release ---------------------------------------------------------------
-    async def connect(self, namespace: str, name: str, timeout_s: float) -> Claimed:
-        """An existing session once Ready: its runtime's address and token."""
+    async def connect(
+        self, namespace: str, name: str, timeout_s: float, *, resume: Resume | None = None
+    ) -> Claimed:
+        """An existing session once Ready: its runtime's address and token. A Suspended one
+        is resumed first, by `resume` (the gateway's, which admits it by the quota) or by
+        asking the operator directly."""
         sessions = SessionClient(self._kube, namespace)
         try:
             body = await self._kube.get(sessions.path(name))
@@ -443,7 +451,7 @@ class Claimer:
         timeout = timeout_s if timeout_s > 0 else self._settings.default_timeout_s
         state = SessionState.from_object(body)
         if state.phase == Phase.SUSPENDED:  # resume on access: the wait below covers it
-            await request_resume(self._kube, namespace, name)
+            await (resume or functools.partial(request_resume, self._kube))(namespace, name)
         return await self._ready(
             sessions,
             state,

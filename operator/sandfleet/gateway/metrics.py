@@ -55,7 +55,8 @@ class GatewayMetrics:
         self.registry = CollectorRegistry()
         reg = self.registry
         self.open_sessions: Callable[[], Mapping[str, int]] = dict
-        """Not-finished sessions per namespace, read at each scrape (the session index)."""
+        """Sessions per namespace that count against its quota (neither finished nor
+        Suspended), read at each scrape (the session index)."""
         self._claim_latency = Histogram(
             "sandfleet_gateway_claim_seconds",
             "Claim calls that succeeded, from request to answer, by pool and warm or cold.",
@@ -78,13 +79,14 @@ class GatewayMetrics:
         )
         self._sessions = Gauge(
             "sandfleet_gateway_open_sessions",
-            "Sessions not finished, per namespace (tenant), as the gateway's index sees them.",
+            "Sessions neither finished nor suspended, per namespace (tenant): what its quota "
+            "counts, as the gateway's index sees them.",
             ["namespace"],
             registry=reg,
         )
         self._quota_rejections = Counter(
             "sandfleet_gateway_quota_rejections",
-            "Claims refused by a namespace's session quota.",
+            "Claims and resumes refused by a namespace's session quota.",
             ["namespace"],
             registry=reg,
         )

@@ -23,7 +23,7 @@ import grpc
 import grpc.aio
 
 from sandfleet.api import GATEWAY_SESSION_METADATA, Phase
-from sandfleet.errors import SandfleetError
+from sandfleet.errors import QuotaExceededError, SandfleetError
 from sandfleet.gateway.auth import (
     CALLER_METADATA,
     Authenticator,
@@ -366,6 +366,11 @@ class RuntimeProxy(_GenericHandler):
         assert self._resumer is not None
         try:
             await self._resumer.request(route.namespace, route.name)
+        except QuotaExceededError as error:
+            self._metrics.quota_rejected(route.namespace)
+            raise ProxyRefusedError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED, f"session {named} is suspended: {error}"
+            ) from None
         except SandfleetError as error:
             raise ProxyRefusedError(
                 grpc.StatusCode.UNAVAILABLE, f"session {named} is suspended: {error}"

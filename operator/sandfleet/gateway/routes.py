@@ -55,8 +55,15 @@ class Route:
 
     @property
     def holds_quota(self) -> bool:
-        """Counts against its namespace's quota: neither finished nor released."""
-        return not self.finished and not self.deleting
+        """Counts against its namespace's quota: neither finished, released nor Suspended (a
+        suspended session holds no pod; its resume is admitted by the quota again, resume.py)."""
+        return not self.finished and not self.deleting and self.phase != Phase.SUSPENDED
+
+    @property
+    def counted(self) -> bool:
+        """What `holds_quota` says, or it never will again (finished, released): a quota
+        reservation naming this session is covered by the watch (Quotas' `known`)."""
+        return self.phase != Phase.SUSPENDED
 
     @property
     def ready(self) -> bool:
@@ -124,7 +131,8 @@ class SessionRoutes:
         return self._routes.get((namespace, name))
 
     def active(self, namespace: str) -> int:
-        """Sessions in the namespace neither finished nor released (what quotas count)."""
+        """Sessions in the namespace neither finished, released nor Suspended (what quotas
+        count)."""
         return self._active[namespace]
 
     def active_by_namespace(self) -> dict[str, int]:

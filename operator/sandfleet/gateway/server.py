@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -23,6 +24,7 @@ from sandfleet.gateway.resume import Resumer
 from sandfleet.gateway.routes import SessionRoutes
 from sandfleet.gateway.service import ClaimPath, GatewayServicer
 from sandfleet.gateway.settings import GatewaySettings
+from sandfleet.gateway.suspends import suspend_session
 from sandfleet.kube import KubeClient
 from sandfleet.logs import get_logger
 from sandfleet_proto.gateway.v1 import gateway_service_pb2, gateway_service_pb2_grpc
@@ -100,9 +102,10 @@ class GatewayServer:
             settings.quota_default,
             settings.quotas,
             self.routes.active,
-            known=lambda namespace, name: self.routes.get(namespace, name) is not None,
+            known=self._counted,
             ledger=ledger,
         )
+        self.resumer = Resumer(kube, self.routes, self.quotas)
         self.health = AsyncHealthServicer()
         self.port = 0
         self.http_port = 0
@@ -110,6 +113,12 @@ class GatewayServer:
         self._server: grpc.aio.Server | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._http: contextlib.AsyncExitStack | None = None
+
+    def _counted(self, namespace: str, name: str) -> bool:
+        """The watch shows the session and counts it (or never will): a reservation for it
+        must not count it again. A Suspended one is not counted: its resume reserves it."""
+        route = self.routes.get(namespace, name)
+        return route is not None and route.counted
 
     @property
     def address(self) -> str:
@@ -135,6 +144,8 @@ class GatewayServer:
             claimer=self.claimer,
             quotas=self.quotas,
             routes=self.routes,
+            resumer=self.resumer,
+            suspend=functools.partial(suspend_session, self.kube),
             metrics=self.metrics,
             default_timeout_s=self.settings.cold_start_timeout_seconds,
             namespaces=tuple(self.settings.namespaces),
@@ -146,7 +157,7 @@ class GatewayServer:
             self.metrics,
             self.auth,
             tuple(self.settings.namespaces),
-            resumer=Resumer(self.kube),
+            resumer=self.resumer,
         )
         server.add_generic_rpc_handlers((proxy,))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
@@ -205,6 +216,7 @@ class GatewayServer:
             await self.health.enter_graceful_shutdown()
             await self._server.stop(grace)
             self._server = None
+        await self.resumer.close()
         if self._claimer_started:
             self._claimer_started = False
             await self.claimer.stop()

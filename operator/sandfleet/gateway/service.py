@@ -22,6 +22,7 @@ from sandfleet.gateway.auth import (
 )
 from sandfleet.gateway.claim_ids import planned_session_names
 from sandfleet.gateway.claim_types import Claimed, ClaimError, ClaimFailure, ClaimSpec
+from sandfleet.gateway.claims import Resume
 from sandfleet.gateway.metrics import GatewayMetrics
 from sandfleet.gateway.quotas import Quotas
 from sandfleet.gateway.requests import (
@@ -31,7 +32,9 @@ from sandfleet.gateway.requests import (
     check_timeout,
     claim_spec,
 )
+from sandfleet.gateway.resume import Resumer
 from sandfleet.gateway.routes import SessionRoutes
+from sandfleet.gateway.suspends import SUSPEND_WAIT_S, Suspended, SuspendRefusedError
 from sandfleet.logs import get_logger
 from sandfleet_proto.gateway.v1 import gateway_service_pb2 as gateway_pb
 from sandfleet_proto.gateway.v1 import gateway_service_pb2_grpc as gateway_grpc
@@ -42,6 +45,8 @@ Context = grpc.aio.ServicerContext[Any, Any]
 T = TypeVar("T")
 
 INTERNAL_MESSAGE = "gateway error, see its log"
+REASON_METADATA = "x-sandfleet-reason"
+"""Trailing metadata of a refused Suspend: the Suspended condition's reason."""
 
 _FAILURE_CODES = {
     ClaimFailure.INVALID: grpc.StatusCode.INVALID_ARGUMENT,
@@ -60,9 +65,15 @@ class ClaimPath(Protocol):
 
     async def claim(self, spec: ClaimSpec) -> list[Claimed]: ...
 
-    async def connect(self, namespace: str, name: str, timeout_s: float) -> Claimed: ...
+    async def connect(
+        self, namespace: str, name: str, timeout_s: float, *, resume: Resume | None = None
+    ) -> Claimed: ...
 
     async def release(self, namespace: str, names: list[str]) -> int: ...
+
+
+SuspendPath = Callable[[str, str, float], Awaitable[Suspended]]
+"""Suspends a session (namespace, name, how long to wait): suspends.suspend_session."""
 
 
 class _RefusedError(SandfleetError):
@@ -73,6 +84,22 @@ class _RefusedError(SandfleetError):
         self.code = code
         self.message = message
         self.result = result
+
+
+def suspend_response(done: Suspended) -> gateway_pb.SuspendResponse:
+    snapshot = done.snapshot
+    when = snapshot.suspended_time.timestamp() if snapshot.suspended_time else 0.0
+    return gateway_pb.SuspendResponse(
+        namespace=done.namespace,
+        name=done.name,
+        snapshot=gateway_pb.SessionSnapshot(
+            size_bytes=snapshot.size_bytes,
+            sha256=snapshot.sha256,
+            suspended_at=when,
+            processes_kept=snapshot.processes_kept,
+            message=done.message,
+        ),
+    )
 
 
 def sandbox_message(claimed: Claimed) -> gateway_pb.ClaimedSandbox:
@@ -97,11 +124,15 @@ class GatewayServicer(gateway_grpc.GatewayServiceServicer):
         metrics: GatewayMetrics,
         default_timeout_s: float,
         namespaces: tuple[str, ...] = (),
+        resumer: Resumer | None = None,
+        suspend: SuspendPath | None = None,
     ) -> None:
         self._auth = auth
         self._claimer = claimer
         self._quotas = quotas
         self._routes = routes
+        self._resumer = resumer
+        self._suspend = suspend
         self._metrics = metrics
         self._default_timeout_s = default_timeout_s
         self._namespaces = namespaces
@@ -149,11 +180,40 @@ class GatewayServicer(gateway_grpc.GatewayServiceServicer):
             check_namespace(request.namespace, self._namespaces)
             name = check_name("name", request.name)
             timeout_s = check_timeout("timeout_seconds", request.timeout_seconds)
-            claimed = await self._claimer.connect(request.namespace, name, timeout_s)
+            resume = self._resumer.request if self._resumer is not None else None
+            claimed = await self._claimer.connect(request.namespace, name, timeout_s, resume=resume)
             self._routes.record(claimed)
             return gateway_pb.ConnectResponse(sandbox=sandbox_message(claimed))
 
         return await self._answer(context, "Connect", connect)
+
+    async def Suspend(
+        self, request: gateway_pb.SuspendRequest, context: Context
+    ) -> gateway_pb.SuspendResponse:
+        """spec.suspend through the front door: `patch sandboxsessions` in the namespace, as
+        kubectl would need; the answer waits for phase Suspended (suspends.py)."""
+
+        async def suspend() -> gateway_pb.SuspendResponse:
+            caller = await self._caller(context, "patch", request.namespace)
+            check_namespace(request.namespace, self._namespaces)
+            name = check_name("name", request.name)
+            timeout_s = check_timeout("timeout_seconds", request.timeout_seconds)
+            if self._suspend is None:
+                raise SuspendRefusedError(
+                    grpc.StatusCode.UNIMPLEMENTED, "this gateway does not suspend sessions"
+                )
+            started = time.monotonic()
+            done = await self._suspend(request.namespace, name, timeout_s or SUSPEND_WAIT_S)
+            log.info(
+                "gateway_suspended",
+                session=f"{request.namespace}/{name}",
+                caller=caller.username,
+                bytes=done.snapshot.size_bytes,
+                duration_ms=round((time.monotonic() - started) * 1000, 1),
+            )
+            return suspend_response(done)
+
+        return await self._answer(context, "Suspend", suspend)
 
     async def Release(
         self, request: gateway_pb.ReleaseRequest, context: Context
@@ -208,6 +268,10 @@ class GatewayServicer(gateway_grpc.GatewayServiceServicer):
             return await work()
         except _RefusedError as refused:
             code, message, result = refused.code, refused.message, refused.result
+        except SuspendRefusedError as error:
+            code, message, result = error.code, str(error), "refused"
+            if error.reason:
+                context.set_trailing_metadata(((REASON_METADATA, error.reason),))
         except InvalidRequestError as error:
             code, message, result = grpc.StatusCode.INVALID_ARGUMENT, str(error), "invalid"
         except QuotaExceededError as error:

@@ -89,15 +89,23 @@ class SessionStatus:
             self.set(phase=phase.value)
 
     def condition(
-        self, type_: ConditionType, status: bool, reason: Reason, message: str = ""
+        self,
+        type_: ConditionType,
+        status: bool,
+        reason: Reason,
+        message: str = "",
+        *,
+        generation: int | None = None,
     ) -> None:
+        """Set a condition; `generation`: the spec generation it answers, where that is newer
+        than the one this worker started with (a spec.suspend request refused)."""
         conditions = set_condition(
             self._status.get("conditions") or [],
             type=type_,
             status="True" if status else "False",
             reason=reason,
             message=message,
-            generation=self._generation,
+            generation=self._generation if generation is None else generation,
             now=self._clock(),
         )
         self.set(conditions=conditions)

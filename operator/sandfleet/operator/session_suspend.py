@@ -118,7 +118,12 @@ class SessionSuspender:
             stored = await save_snapshot(self._ctx, self._ref, lease.address, lease.token, workdir)
         except TransitionError as exc:
             self._refused_generation = self._generation()
-            self._status.condition(ConditionType.SUSPENDED, False, exc.reason, str(exc))
+            # The refused generation in the condition: whoever asked (the gateway's Suspend)
+            # tells this answer from an earlier refusal with the same message.
+            self._status.condition(
+                ConditionType.SUSPENDED, False, exc.reason, str(exc),
+                generation=self._refused_generation,
+            )  # fmt: skip
             await self._status.flush()
             self._event(True, exc.reason, str(exc))
             self._ctx.metrics.transition_failed("suspend", exc.metric)

@@ -55,7 +55,7 @@ class OpenedSandbox(Generic[DetailsT_co]):
     """What only this backend knows (a local runtime process, a cluster session's state)."""
     suspend: Suspender | None = None
     """Saves the sandbox (files, bash sessions' cwd and environment) and stops it; None
-    where the backend cannot suspend (today only the local one can)."""
+    where the backend cannot suspend (the local one and the gateway can)."""
 
 
 class SandboxBackend(Protocol[DetailsT_co]):

@@ -166,13 +166,17 @@ class SandboxCore:
         processes (foreground commands are interrupted; everything ends when the sandbox
         stops, after the snapshot is written and verified). SnapshotTooLargeError (naming the
         limit and the biggest paths) or SuspendError leave the sandbox running. After a
-        suspend this object is closed. Local sandboxes only, today (docs/suspend.md)."""
+        suspend this object is closed. Local sandboxes, and cluster ones through the gateway
+        (on_cluster, connect_session: the session is kept, Suspended, holding no pod; what
+        a cluster snapshot holds is in docs/suspend.md)."""
         if self._closed:
             raise SuspendError("the sandbox is closed: there is nothing to suspend")
         if self._suspender is None:
             raise SuspendError(
-                "this sandbox cannot be suspended: only local sandboxes (Sandbox.local, "
-                "Sandbox.resume) can, today; a cluster's suspend is planned (docs/suspend.md)"
+                "this sandbox cannot be suspended: local sandboxes (Sandbox.local) and cluster "
+                "sandboxes through the gateway (Sandbox.on_cluster, connect_session) can; one "
+                "opened with Sandbox.connect or a ClusterBackend cannot (kubectl can: "
+                "spec.suspend, docs/suspend.md)"
             )
         record = await self._suspender(sorted(self._sessions))
         self._closed = True  # the backend stopped the sandbox and closed its client

@@ -17,6 +17,7 @@ from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.sandbox.backend import OpenedSandbox, SandboxBackend, SandboxPaths
 from sandfleet.sandbox.core import SandboxCore, SandboxOpener, close_all
 from sandfleet.sandbox.opening import ClusterOptions, Opening
+from sandfleet.sandbox.suspension import SuspendedSandbox
 
 if TYPE_CHECKING:
     from sandfleet.backends.gateway import GatewayBackend, GatewaySandboxRequest
@@ -133,20 +134,55 @@ class Sandbox(SandboxCore):
     @classmethod
     def resume(
         cls,
-        sandbox_id: str,
+        sandbox: str | SuspendedSandbox,
         *,
         state_dir: Path | None = None,
         config: LocalSandboxConfig | None = None,
+        namespace: str | None = None,
+        gateway: str | None = None,
+        token: str | None = None,
+        options: ClusterOptions | None = None,
         tool_timeout_s: float = 0,
         max_output_chars: int = 0,
-    ) -> Opening[Self]:
-        """A suspended local sandbox back, with the same id: its files, and its bash
-        sessions' working directories and exported environments (not its processes).
+    ) -> Opening[Any]:
+        """A suspended sandbox back, with the same id: its files, and its bash sessions'
+        working directories and exported environments (not its processes).
 
-        `state_dir`: where it was suspended (default: the local backend's); `config`: start
-        it with this LocalSandboxConfig instead of the one it had. The snapshot is removed
-        once the sandbox runs again. SnapshotCorruptError (naming the file) when the
-        snapshot is missing or damaged; nothing is removed then (docs/suspend.md)."""
+        `sandbox`: the record `suspend()` returned, or its id. A local one: `state_dir`,
+        where it was suspended (default: the local backend's); `config`, start it with this
+        LocalSandboxConfig instead of the one it had; the snapshot is removed once the
+        sandbox runs again; SnapshotCorruptError (naming the file) when the snapshot is
+        missing or damaged, and nothing is removed then.
+
+        A cluster session (a record with a namespace, or any of `namespace`, `gateway`,
+        `token`, `options` given): resumed through the gateway, found as on_cluster finds
+        it, and Ready within `options.ready_timeout_s`; a ClusterSandbox that owns the
+        session as the claimed one did (close releases it). QuotaExceededError when the
+        namespace has no room: a resumed session counts toward its quota again, a
+        suspended one does not (docs/suspend.md)."""
+        cluster = (namespace, gateway, token, options)
+        record = sandbox if isinstance(sandbox, SuspendedSandbox) else None
+        if (record is not None and record.namespace) or any(x is not None for x in cluster):
+            if state_dir is not None or config is not None:
+                raise ValueError("state_dir and config are for local sandboxes, not a cluster's")
+            name = record.id if record is not None else str(sandbox)
+            where = namespace or (record.namespace if record is not None else None)
+            return _resume_session(
+                name, where, gateway=gateway, token=token, options=options,
+                tool_timeout_s=tool_timeout_s, max_output_chars=max_output_chars,
+            )  # fmt: skip
+        sandbox_id = record.id if record is not None else str(sandbox)
+        return cls._resume_local(sandbox_id, state_dir, config, tool_timeout_s, max_output_chars)
+
+    @classmethod
+    def _resume_local(
+        cls,
+        sandbox_id: str,
+        state_dir: Path | None,
+        config: LocalSandboxConfig | None,
+        tool_timeout_s: float,
+        max_output_chars: int,
+    ) -> Opening[Self]:
         from sandfleet.backends.local import LocalBackend, resume_local
 
         async def resume() -> Self:
@@ -295,6 +331,7 @@ class ClusterSandbox(Sandbox):
             tool_timeout_s=tool_timeout_s,
             max_output_chars=max_output_chars,
             opener=opener,
+            suspender=opened.suspend,
         )
 
     @property
@@ -349,6 +386,34 @@ async def _claim(
         )
         for each in opened
     ]
+
+
+def _resume_session(
+    name: str,
+    namespace: str | None,
+    *,
+    gateway: str | None,
+    token: str | None,
+    options: ClusterOptions | None,
+    tool_timeout_s: float,
+    max_output_chars: int,
+) -> Opening[ClusterSandbox]:
+    """Sandbox.resume of a cluster session: Connect through the gateway (which resumes it),
+    owning the session. It cannot fork (its pool or template is not known here)."""
+
+    async def resume() -> ClusterSandbox:
+        from sandfleet.backends.gateway import GatewayBackend
+
+        request = _gateway_request(
+            namespace, pool=None, template=None, gateway=gateway, token=token,
+            options=options, claim_id=None,
+        )  # fmt: skip
+        opened = await GatewayBackend(request).resume(name)
+        return ClusterSandbox.from_opened(
+            opened, tool_timeout_s=tool_timeout_s, max_output_chars=max_output_chars
+        )
+
+    return Opening(resume, _close_one)
 
 
 async def _close_one(sandbox: SandboxCore) -> None:

@@ -23,24 +23,29 @@ class SuspendedSandbox:
     """One suspended sandbox: resume it with `Sandbox.resume(id)`."""
 
     id: str
-    """The sandbox's id (the local sandbox's `sbx-...`)."""
+    """The sandbox's id: a local sandbox's `sbx-...`, a cluster session's name."""
     size_bytes: int
     """The snapshot archive's size."""
     sha256: str
     """The archive's checksum, verified after writing and again before resume."""
     suspended_at: float
     """When it was suspended (Unix time)."""
-    path: Path
-    """The folder holding the archive and its manifest."""
+    path: Path | None = None
+    """The folder holding the archive and its manifest (None on a cluster: the operator's
+    snapshot store holds it)."""
     sessions: tuple[str, ...] = ()
-    """The bash sessions whose working directory and exported environment were saved."""
+    """The bash sessions whose working directory and exported environment were saved
+    (local sandboxes; on a cluster `note` says what was kept)."""
     saved_paths: tuple[str, ...] = ()
-    """The sandbox paths the archive holds (working tree, HOME, /tmp, /var/tmp)."""
+    """The sandbox paths the archive holds (working tree, HOME, /tmp, /var/tmp; local)."""
     processes_kept: bool = False
     """Always False: running processes do not survive a suspend."""
     note: str = PROCESSES_NOTE
+    namespace: str | None = None
+    """A cluster session's namespace (None: a local sandbox): `Sandbox.resume(record)`
+    resumes it through the gateway."""
 
 
 Suspender = Callable[[Sequence[str]], Awaitable[SuspendedSandbox]]
 """Suspends an opened sandbox given its bash sessions' names, then stops it (set by a
-backend that can suspend: the local one)."""
+backend that can suspend: the local one, the gateway)."""

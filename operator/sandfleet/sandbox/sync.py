@@ -219,17 +219,23 @@ class SyncSandbox:
     @classmethod
     def resume(
         cls,
-        sandbox_id: str,
+        sandbox: str | SuspendedSandbox,
         *,
         state_dir: Path | None = None,
         config: LocalSandboxConfig | None = None,
+        namespace: str | None = None,
+        gateway: str | None = None,
+        token: str | None = None,
+        options: ClusterOptions | None = None,
         tool_timeout_s: float = 0,
         max_output_chars: int = 0,
     ) -> Self:
-        """A suspended local sandbox back, files and sessions restored (Sandbox.resume)."""
+        """A suspended sandbox back, files and sessions restored: a local one, or a cluster
+        session through the gateway (Sandbox.resume says which)."""
         return cls._opened(
             Sandbox.resume(
-                sandbox_id, state_dir=state_dir, config=config, tool_timeout_s=tool_timeout_s,
+                sandbox, state_dir=state_dir, config=config, namespace=namespace,
+                gateway=gateway, token=token, options=options, tool_timeout_s=tool_timeout_s,
                 max_output_chars=max_output_chars,
             )
         )  # fmt: skip

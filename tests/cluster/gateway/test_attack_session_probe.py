@@ -6,7 +6,8 @@ load lever that slowed everyone's Connect) and answered NOT_FOUND where a real n
 UNAUTHENTICATED — an existence oracle — and a stolen runtime token simply worked.
 
 Also kept as tests, the cross-tenant attacks that held: Connect to and Release of another
-tenant's session are refused and leave it alone.
+tenant's session are refused and leave it alone; and (issue #23) neither Suspend, resume nor
+a read of a Suspended session's files crosses tenants.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from tests.cluster.gateway.test_claims import create_pool
 from tests.cluster.harness.gateway_clients import tenant_token
 from tests.cluster.harness.kube_api import KubeApi
 from tests.cluster.harness.measurements import record
-from tests.cluster.harness.operator_harness import POOLS, SESSIONS
+from tests.cluster.harness.operator_harness import POOLS, SESSIONS, OperatorProcess
 
 pytestmark = pytest.mark.cluster
 
@@ -187,3 +188,37 @@ async def test_another_tenant_can_neither_connect_to_nor_release_a_session(
     session = await kube.request("GET", f"{SESSIONS.format(ns=namespace)}/{name}")
     assert session.status == 200
     assert (await tenants.sandbox.bash("echo still mine")).stdout == "still mine\n"
+
+
+async def test_another_tenant_can_neither_suspend_resume_nor_read_a_suspended_session(
+    kube: KubeApi, namespace: str, tenants: Tenants, operator: OperatorProcess
+) -> None:
+    """Issue #23: a snapshot is tenant data. Another namespace's token gets a permission
+    error for the session's Suspend (which would answer its snapshot record), its resume
+    (Sandbox.resume, Connect) and a proxied read of its files (which would resume it, even
+    with the stolen runtime token); the session stays Suspended, never resumed."""
+    sandbox, gateway = tenants.sandbox, tenants.gateway
+    name, runtime_token = sandbox.name, sandbox.session.token  # type: ignore[union-attr]
+    await sandbox.bash("echo secret > /testbed/secret.txt")
+    record = await sandbox.suspend()
+    where = {"gateway": gateway.address, "token": tenants.attacker}
+    async with GatewayClient(gateway.address, tenants.attacker) as attacker:
+        with pytest.raises(GatewayAuthError, match="may not patch sandboxsessions"):
+            await attacker.suspend(namespace, name)
+    with pytest.raises(GatewayAuthError, match="may not create sandboxsessions"):
+        await Sandbox.resume(record, **where)
+    with pytest.raises(GatewayAuthError, match="may not create sandboxsessions"):
+        await Sandbox.connect_session(name, namespace, **where)
+    async with grpc.aio.insecure_channel(gateway.address) as channel:
+        system = system_grpc.SystemServiceStub(channel)
+        answer = await probe(system, f"{namespace}/{name}", runtime_token, tenants.attacker)
+    assert answer[0] == grpc.StatusCode.PERMISSION_DENIED, answer
+    body = await kube.checked("GET", f"{SESSIONS.format(ns=namespace)}/{name}")
+    assert body["status"]["phase"] == "Suspended" and body["spec"]["suspend"] is True
+    resumed = [line for line in operator.log_lines() if '"session_resumed"' in line]
+    assert not [line for line in resumed if f"{namespace}/{name}" in line], resumed
+    # The owner asks again: the record comes back at once, unchanged.
+    async with GatewayClient(gateway.address, tenants.victim) as owner:
+        again = await owner.suspend(namespace, name)
+        assert (again.sha256, again.size_bytes) == (record.sha256, record.size_bytes)
+        await owner.release(namespace, [name])

@@ -104,7 +104,7 @@ async def test_a_sandbox_without_a_local_backend_cannot_suspend(tmp_path: Path) 
     opened = await LocalBackend(config_for("none", tmp_path)).open()
     try:
         async with Sandbox.connect(opened.details.address, opened.details.token) as connected:
-            with pytest.raises(SuspendError, match="only local sandboxes"):
+            with pytest.raises(SuspendError, match="cluster sandboxes through the gateway"):
                 await connected.suspend()
     finally:
         await opened.close()

@@ -12,7 +12,7 @@ one thing the gateway does. Called with a dict:
 - apiGroups: [authentication.k8s.io]
   resources: [tokenreviews]
   verbs: [create]
-# May they: a SubjectAccessReview (create or delete sandboxsessions in the namespace).
+# May they: a SubjectAccessReview (create, delete or patch sandboxsessions in the namespace).
 - apiGroups: [authorization.k8s.io]
   resources: [subjectaccessreviews]
   verbs: [create]
@@ -24,7 +24,7 @@ one thing the gateway does. Called with a dict:
   resources: [pods]
   verbs: [get, list, watch, patch, delete]
 # Sessions: watched for their pods' addresses, created once per claim, deleted on release,
-# patched (spec.suspend false) to resume a suspended one on access.
+# patched (spec.suspend) to suspend one (Suspend) and to resume it (Connect, on access).
 - apiGroups: [sandfleet.dev]
   resources: [sandboxsessions]
   verbs: [get, list, watch, create, patch, delete]

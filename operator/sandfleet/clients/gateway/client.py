@@ -1,4 +1,5 @@
-"""GatewayClient: async gRPC client of the gateway's GatewayService (claim, connect, release)."""
+"""GatewayClient: async gRPC client of the gateway's GatewayService (claim, connect, release,
+suspend)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import dataclasses
 import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import Any, Self, TypeVar
 
 import grpc
 
@@ -19,12 +20,15 @@ from sandfleet.errors import (
     GatewayStartError,
     GatewayUnreachableError,
     QuotaExceededError,
+    SandfleetError,
+    SnapshotTooLargeError,
+    SuspendError,
 )
 from sandfleet.logs import get_logger
 from sandfleet_proto.gateway.v1 import gateway_service_pb2 as gateway_pb
 from sandfleet_proto.gateway.v1 import gateway_service_pb2_grpc as gateway_grpc
 
-__all__ = ["GatewayClient", "GatewaySandboxInfo", "Tls"]
+__all__ = ["GatewayClient", "GatewaySandboxInfo", "GatewaySnapshot", "Tls"]
 
 log = get_logger(__name__)
 
@@ -40,6 +44,16 @@ _DEADLINE_MARGIN_S = 30.0
 """Beyond a claim's or connect's own timeout: the gateway answers UNAVAILABLE itself first."""
 _DEFAULT_CLAIM_WAIT_S = 300.0
 """The deadline of a claim that leaves the cold-start timeout to the gateway."""
+_DEFAULT_SUSPEND_WAIT_S = 300.0
+"""The deadline of a suspend that leaves its wait to the gateway (its default)."""
+_SUSPEND_REFUSALS = frozenset(
+    {
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+    }
+)
+_REASON_METADATA = "x-sandfleet-reason"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -81,6 +95,21 @@ class GatewaySandboxInfo:
             warm=message.warm,
             workdir=message.working_dir,
         )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GatewaySnapshot:
+    """A session the gateway suspended: its snapshot, verified when stored."""
+
+    namespace: str
+    name: str
+    size_bytes: int
+    sha256: str
+    suspended_at: float
+    """When it was stored (Unix time)."""
+    processes_kept: bool
+    message: str
+    """The Suspended condition's message (what was stored; processes were not kept)."""
 
 
 class GatewayClient:
@@ -203,6 +232,45 @@ class GatewayClient:
         )
         log.info("gateway_released", namespace=namespace, names=list(names))
         return response.released
+
+    async def suspend(self, namespace: str, name: str, timeout_s: float = 0) -> GatewaySnapshot:
+        """Suspend the session (spec.suspend) and wait, at most `timeout_s` (0: the gateway's
+        default), until it is; a Suspended one answers at once. SuspendError (the sandbox
+        runs on; SnapshotTooLargeError over the size limit) when it is not suspended."""
+        request = gateway_pb.SuspendRequest(
+            namespace=namespace, name=name, timeout_seconds=timeout_s
+        )
+        deadline = (timeout_s or _DEFAULT_SUSPEND_WAIT_S) + _DEADLINE_MARGIN_S
+        try:
+            call = self._stub.Suspend(request, metadata=self._metadata, timeout=deadline)
+            response = await call
+        except grpc.aio.AioRpcError as error:
+            raise self._suspend_error(error) from error
+        snapshot = response.snapshot
+        log.info("gateway_suspended", session=f"{namespace}/{name}", bytes=snapshot.size_bytes)
+        return GatewaySnapshot(
+            namespace=response.namespace,
+            name=response.name,
+            size_bytes=snapshot.size_bytes,
+            sha256=snapshot.sha256,
+            suspended_at=snapshot.suspended_at,
+            processes_kept=snapshot.processes_kept,
+            message=snapshot.message,
+        )
+
+    def _suspend_error(self, error: grpc.aio.AioRpcError) -> SandfleetError:
+        """A refused Suspend as SuspendError (the operator's reason decides the class); a
+        gateway that was not reached, a denial or a missing session as for any call."""
+        code = error.code()
+        answered = code != grpc.StatusCode.UNAVAILABLE or self._connected()
+        if answered and code in _SUSPEND_REFUSALS:
+            trailing: Any = error.trailing_metadata() or ()  # pairs; grpc's stubs say otherwise
+            reason = next((str(v) for k, v in trailing if k == _REASON_METADATA), "")
+            text = f"{error.details() or code.name} (gateway {self.address}: {code.name})"
+            if reason == "SnapshotTooLarge":
+                return SnapshotTooLargeError(text)
+            return SuspendError(text)
+        return self._translate(error)
 
     async def _call(self, call: Callable[[], Awaitable[T]]) -> T:
         try:

@@ -311,3 +311,91 @@ class ReleaseResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReleaseResponse: _TypeAlias = ReleaseResponse  # noqa: Y015
+
+@_typing.final
+class SuspendRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    TIMEOUT_SECONDS_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    name: _builtins.str
+    timeout_seconds: _builtins.float
+    """How long to wait for the session to be Suspended; 0: the gateway's default."""
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        name: _builtins.str = ...,
+        timeout_seconds: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "namespace", b"namespace", "timeout_seconds", b"timeout_seconds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SuspendRequest: _TypeAlias = SuspendRequest  # noqa: Y015
+
+@_typing.final
+class SessionSnapshot(_message.Message):
+    """A Suspended session's snapshot (status.snapshot), verified when it was stored."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    SHA256_FIELD_NUMBER: _builtins.int
+    SUSPENDED_AT_FIELD_NUMBER: _builtins.int
+    PROCESSES_KEPT_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    size_bytes: _builtins.int
+    sha256: _builtins.str
+    suspended_at: _builtins.float
+    """When it was stored, in seconds since the Unix epoch."""
+    processes_kept: _builtins.bool
+    """Always false: running processes do not survive a suspend."""
+    message: _builtins.str
+    """The Suspended condition's message: what was stored, and that processes were not kept."""
+    def __init__(
+        self,
+        *,
+        size_bytes: _builtins.int = ...,
+        sha256: _builtins.str = ...,
+        suspended_at: _builtins.float = ...,
+        processes_kept: _builtins.bool = ...,
+        message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["message", b"message", "processes_kept", b"processes_kept", "sha256", b"sha256", "size_bytes", b"size_bytes", "suspended_at", b"suspended_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SessionSnapshot: _TypeAlias = SessionSnapshot  # noqa: Y015
+
+@_typing.final
+class SuspendResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    SNAPSHOT_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    name: _builtins.str
+    @_builtins.property
+    def snapshot(self) -> Global___SessionSnapshot: ...
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        name: _builtins.str = ...,
+        snapshot: Global___SessionSnapshot | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["snapshot", b"snapshot"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "namespace", b"namespace", "snapshot", b"snapshot"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SuspendResponse: _TypeAlias = SuspendResponse  # noqa: Y015

@@ -63,6 +63,11 @@ class GatewayServiceStub:
                 request_serializer=sandfleet__proto_dot_gateway_dot_v1_dot_gateway__service__pb2.ReleaseRequest.SerializeToString,
                 response_deserializer=sandfleet__proto_dot_gateway_dot_v1_dot_gateway__service__pb2.ReleaseResponse.FromString,
                 _registered_method=True)
+        self.Suspend = channel.unary_unary(
+                '/sandfleet.gateway.v1.GatewayService/Suspend',
+                request_serializer=sandfleet__proto_dot_gateway_dot_v1_dot_gateway__service__pb2.SuspendRequest.SerializeToString,
+                response_deserializer=sandfleet__proto_dot_gateway_dot_v1_dot_gateway__service__pb2.SuspendResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServiceServicer:
@@ -108,6 +113,20 @@ class GatewayServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Suspend(self, request, context):
+        """Suspend saves a raw session's files and shell state to the snapshot store and gives its
+        pod back (spec.suspend true), answering once the session is Suspended, with the
+        snapshot's record. A session Suspended already answers at once. Resume it with Connect
+        or any proxied runtime call (resume on access). FAILED_PRECONDITION when it cannot be
+        suspended (a managed session, one that ended, a snapshot over the limit, no store; the
+        `x-sandfleet-reason` trailing metadata holds the condition's reason), UNAVAILABLE when
+        the store failed or the suspend did not finish within the timeout.
+        Authorization: `patch sandboxsessions` in the namespace.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -125,6 +144,11 @@ def add_GatewayServiceServicer_to_server(servicer, server):
                     servicer.Release,
                     request_deserializer=sandfleet__proto_dot_gateway_dot_v1_dot_gateway__service__pb2.ReleaseRequest.FromString,
                     response_serializer=sandfleet__proto_dot_gateway_dot_v1_dot_gateway__service__pb2.ReleaseResponse.SerializeToString,
+            ),
+            'Suspend': grpc.unary_unary_rpc_method_handler(
+                    servicer.Suspend,
+                    request_deserializer=sandfleet__proto_dot_gateway_dot_v1_dot_gateway__service__pb2.SuspendRequest.FromString,
+                    response_serializer=sandfleet__proto_dot_gateway_dot_v1_dot_gateway__service__pb2.SuspendResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -222,6 +246,33 @@ class GatewayService:
             '/sandfleet.gateway.v1.GatewayService/Release',
             sandfleet__proto_dot_gateway_dot_v1_dot_gateway__service__pb2.ReleaseRequest.SerializeToString,
             sandfleet__proto_dot_gateway_dot_v1_dot_gateway__service__pb2.ReleaseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Suspend(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandfleet.gateway.v1.GatewayService/Suspend',
+            sandfleet__proto_dot_gateway_dot_v1_dot_gateway__service__pb2.SuspendRequest.SerializeToString,
+            sandfleet__proto_dot_gateway_dot_v1_dot_gateway__service__pb2.SuspendResponse.FromString,
             options,
             channel_credentials,
             insecure,

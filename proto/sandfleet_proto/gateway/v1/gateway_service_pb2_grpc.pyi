@@ -61,6 +61,16 @@ class GatewayServiceStub:
     """Release deletes sessions; the operator reclaims their sandboxes.
     Authorization: `delete sandboxsessions` in the namespace.
     """
+    Suspend: _grpc.UnaryUnaryMultiCallable[_gateway_service_pb2.SuspendRequest, _gateway_service_pb2.SuspendResponse]
+    """Suspend saves a raw session's files and shell state to the snapshot store and gives its
+    pod back (spec.suspend true), answering once the session is Suspended, with the
+    snapshot's record. A session Suspended already answers at once. Resume it with Connect
+    or any proxied runtime call (resume on access). FAILED_PRECONDITION when it cannot be
+    suspended (a managed session, one that ended, a snapshot over the limit, no store; the
+    `x-sandfleet-reason` trailing metadata holds the condition's reason), UNAVAILABLE when
+    the store failed or the suspend did not finish within the timeout.
+    Authorization: `patch sandboxsessions` in the namespace.
+    """
 
 @_typing.type_check_only
 class GatewayServiceAsyncStub(GatewayServiceStub):
@@ -94,6 +104,16 @@ class GatewayServiceAsyncStub(GatewayServiceStub):
     Release: _aio.UnaryUnaryMultiCallable[_gateway_service_pb2.ReleaseRequest, _gateway_service_pb2.ReleaseResponse]  # type: ignore[assignment]
     """Release deletes sessions; the operator reclaims their sandboxes.
     Authorization: `delete sandboxsessions` in the namespace.
+    """
+    Suspend: _aio.UnaryUnaryMultiCallable[_gateway_service_pb2.SuspendRequest, _gateway_service_pb2.SuspendResponse]  # type: ignore[assignment]
+    """Suspend saves a raw session's files and shell state to the snapshot store and gives its
+    pod back (spec.suspend true), answering once the session is Suspended, with the
+    snapshot's record. A session Suspended already answers at once. Resume it with Connect
+    or any proxied runtime call (resume on access). FAILED_PRECONDITION when it cannot be
+    suspended (a managed session, one that ended, a snapshot over the limit, no store; the
+    `x-sandfleet-reason` trailing metadata holds the condition's reason), UNAVAILABLE when
+    the store failed or the suspend did not finish within the timeout.
+    Authorization: `patch sandboxsessions` in the namespace.
     """
 
 class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -143,6 +163,22 @@ class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_gateway_service_pb2.ReleaseResponse, _abc.Awaitable[_gateway_service_pb2.ReleaseResponse]]:
         """Release deletes sessions; the operator reclaims their sandboxes.
         Authorization: `delete sandboxsessions` in the namespace.
+        """
+
+    @_abc_1.abstractmethod
+    def Suspend(
+        self,
+        request: _gateway_service_pb2.SuspendRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_service_pb2.SuspendResponse, _abc.Awaitable[_gateway_service_pb2.SuspendResponse]]:
+        """Suspend saves a raw session's files and shell state to the snapshot store and gives its
+        pod back (spec.suspend true), answering once the session is Suspended, with the
+        snapshot's record. A session Suspended already answers at once. Resume it with Connect
+        or any proxied runtime call (resume on access). FAILED_PRECONDITION when it cannot be
+        suspended (a managed session, one that ended, a snapshot over the limit, no store; the
+        `x-sandfleet-reason` trailing metadata holds the condition's reason), UNAVAILABLE when
+        the store failed or the suspend did not finish within the timeout.
+        Authorization: `patch sandboxsessions` in the namespace.
         """
 
 def add_GatewayServiceServicer_to_server(servicer: GatewayServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
