@@ -93,12 +93,7 @@ class GatewayBackend:
         if count < 1:
             raise ValueError(f"count must be at least 1, not {count}")
         target = await self.target()
-        token = await asyncio.to_thread(target.current_token)  # may run an exec plugin
-        lease = GATEWAY_CHANNELS.lease(
-            ("gateway", target.address, target.tls, target.token),
-            lambda: open_gateway_channel(target.address, target.tls),
-        )
-        gateway = GatewayClient(target.address, token, tls=target.tls, channel=lease.channel)
+        gateway, lease = await _gateway_on_shared_channel(target)
         shared = _SharedGateway(gateway, lease, users=count)
         request = self.request
         try:
@@ -172,12 +167,7 @@ class GatewayBackend:
         RESUME_WAIT_S). The caller owns it as it owned the claimed one: closing the result
         releases the session; suspending it again keeps it."""
         target = await self.target()
-        token = await asyncio.to_thread(target.current_token)  # may run an exec plugin
-        lease = GATEWAY_CHANNELS.lease(
-            ("gateway", target.address, target.tls, target.token),
-            lambda: open_gateway_channel(target.address, target.tls),
-        )
-        gateway = GatewayClient(target.address, token, tls=target.tls, channel=lease.channel)
+        gateway, lease = await _gateway_on_shared_channel(target)
         wait_s = timeout_s or self.request.timeout_s or RESUME_WAIT_S
         try:
             info = await gateway.connect(self.request.namespace or target.namespace, name, wait_s)
@@ -189,13 +179,8 @@ class GatewayBackend:
 
     async def _suspend(self, target: GatewayTarget, info: GatewaySandboxInfo) -> SuspendedSandbox:
         """The gateway's Suspend of the session, as the SDK's record."""
-        token = await asyncio.to_thread(target.current_token)
-        lease = GATEWAY_CHANNELS.lease(
-            ("gateway", target.address, target.tls, target.token),
-            lambda: open_gateway_channel(target.address, target.tls),
-        )
+        gateway, lease = await _gateway_on_shared_channel(target)
         try:
-            gateway = GatewayClient(target.address, token, tls=target.tls, channel=lease.channel)
             snapshot = await gateway.suspend(info.namespace, info.name)
         finally:
             lease.release()
@@ -283,6 +268,19 @@ class _SharedGateway:
         self._users -= 1
         if self._users == 0:
             self._lease.release()
+
+
+async def _gateway_on_shared_channel(
+    target: GatewayTarget,
+) -> tuple[GatewayClient, ChannelLease[RuntimeChannel]]:
+    """A client of `target` with the caller's current token, on the process's shared channel
+    to that gateway; release the lease when done with it."""
+    token = await asyncio.to_thread(target.current_token)  # may run an exec plugin
+    lease = GATEWAY_CHANNELS.lease(
+        ("gateway", target.address, target.tls, target.token),
+        lambda: open_gateway_channel(target.address, target.tls),
+    )
+    return GatewayClient(target.address, token, tls=target.tls, channel=lease.channel), lease
 
 
 def suspended_record(snapshot: GatewaySnapshot) -> SuspendedSandbox:
