@@ -32,6 +32,8 @@ GATEWAY_PORT: Final = 50052
 """The gateway's gRPC port: GatewayService and the proxied runtime services."""
 GATEWAY_SESSION_METADATA: Final = "x-sandfleet-session"
 """Call metadata naming the session ("<namespace>/<name>") a proxied runtime call is for."""
+SUSPEND_REASON_METADATA: Final = "x-sandfleet-reason"
+"""Trailing metadata of a refused gateway Suspend: the Suspended condition's reason."""
 CALLER_AUTHORIZATION: Final = "x-sandfleet-authorization"
 """`Bearer <the caller's Kubernetes token>` where `authorization` cannot carry it: gRPC
 metadata of a proxied runtime call (whose `authorization` is the session's runtime token),

@@ -10,6 +10,7 @@ from typing import Any, NoReturn, Protocol, TypeVar
 import grpc
 import grpc.aio
 
+from sandfleet.api import SUSPEND_REASON_METADATA
 from sandfleet.errors import QuotaExceededError, SandfleetError
 from sandfleet.gateway.auth import (
     Authenticator,
@@ -45,8 +46,6 @@ Context = grpc.aio.ServicerContext[Any, Any]
 T = TypeVar("T")
 
 INTERNAL_MESSAGE = "gateway error, see its log"
-REASON_METADATA = "x-sandfleet-reason"
-"""Trailing metadata of a refused Suspend: the Suspended condition's reason."""
 
 _FAILURE_CODES = {
     ClaimFailure.INVALID: grpc.StatusCode.INVALID_ARGUMENT,
@@ -271,7 +270,7 @@ class GatewayServicer(gateway_grpc.GatewayServiceServicer):
         except SuspendRefusedError as error:
             code, message, result = error.code, str(error), "refused"
             if error.reason:
-                context.set_trailing_metadata(((REASON_METADATA, error.reason),))
+                context.set_trailing_metadata(((SUSPEND_REASON_METADATA, error.reason),))
         except InvalidRequestError as error:
             code, message, result = grpc.StatusCode.INVALID_ARGUMENT, str(error), "invalid"
         except QuotaExceededError as error:

@@ -11,7 +11,7 @@ from typing import Any, Self, TypeVar
 
 import grpc
 
-from sandfleet.api import EgressMode, LifecycleSpec
+from sandfleet.api import SUSPEND_REASON_METADATA, EgressMode, LifecycleSpec, Reason
 from sandfleet.clients.grpc_channel import Tls, open_channel, retry_service_config
 from sandfleet.clients.shared_channels import SharedChannels
 from sandfleet.errors import (
@@ -53,7 +53,6 @@ _SUSPEND_REFUSALS = frozenset(
         grpc.StatusCode.DEADLINE_EXCEEDED,
     }
 )
-_REASON_METADATA = "x-sandfleet-reason"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -265,9 +264,9 @@ class GatewayClient:
         answered = code != grpc.StatusCode.UNAVAILABLE or self._connected()
         if answered and code in _SUSPEND_REFUSALS:
             trailing: Any = error.trailing_metadata() or ()  # pairs; grpc's stubs say otherwise
-            reason = next((str(v) for k, v in trailing if k == _REASON_METADATA), "")
+            reason = next((str(v) for k, v in trailing if k == SUSPEND_REASON_METADATA), "")
             text = f"{error.details() or code.name} (gateway {self.address}: {code.name})"
-            if reason == "SnapshotTooLarge":
+            if reason == Reason.SNAPSHOT_TOO_LARGE:
                 return SnapshotTooLargeError(text)
             return SuspendError(text)
         return self._translate(error)
