@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
+from typing import Any
 
 import pytest
 
@@ -59,6 +60,11 @@ def released_or_failed(body: dict[str, object]) -> bool:
     assert isinstance(status, dict)
     phase = status.get("phase")
     return phase == "Failed" or (phase == "Suspended" and "podName" not in status)
+
+
+def has_suspended_condition(body: dict[str, Any]) -> bool:
+    """The operator has answered a suspend request (Suspended=True, or False with a reason)."""
+    return any(c["type"] == "Suspended" for c in body["status"].get("conditions", []))
 
 
 async def held_by(kube: KubeApi, ns: str, name: str) -> list[str]:
@@ -141,7 +147,7 @@ async def test_a_store_that_cannot_be_written_leaves_the_sandbox_running_and_a_r
         kube,
         namespace,
         "stays",
-        lambda b: any(c["type"] == "Suspended" for c in b["status"].get("conditions", [])),
+        has_suspended_condition,
     )
     refused = condition(body, "Suspended")
     assert (refused["status"], refused["reason"]) == ("False", "SnapshotStoreUnavailable")

@@ -22,6 +22,7 @@ from tests.cluster.harness.operator_harness import (
 )
 from tests.cluster.operator_e2e.test_suspend import (
     bash,
+    has_suspended_condition,
     held_by,
     released_or_failed,
     set_suspend,
@@ -101,7 +102,7 @@ async def test_a_snapshot_over_the_limit_is_refused_and_the_sandbox_runs_on(
             kube,
             namespace,
             "hefty",
-            lambda b: any(c["type"] == "Suspended" for c in b["status"].get("conditions", [])),
+            has_suspended_condition,
         )
         refused = condition(body, "Suspended")
         assert (refused["status"], refused["reason"]) == ("False", "SnapshotTooLarge"), refused
