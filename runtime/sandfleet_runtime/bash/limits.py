@@ -18,10 +18,10 @@ import logging
 import os
 import re
 import resource
-import signal
 import time
 from pathlib import Path
 
+from sandfleet_runtime.bash.processes import stop_then_kill
 from sandfleet_runtime.cgroupfs import all_mounts, cgroup_directory, own_cgroups, write_value
 
 log = logging.getLogger(__name__)
@@ -160,17 +160,8 @@ class _CgroupLimits(SessionLimits):
         return _pids_in(self.directories[0])
 
     def kill_all(self) -> None:
-        deadline = time.monotonic() + _KILL_DEADLINE_S
-        pause = 0.001
-        while pids := self.members():
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            if time.monotonic() > deadline:
-                log.warning("cgroup_members_survived_kill", extra={"pids": pids[:20]})
-                return
-            time.sleep(pause)
-            pause = min(pause * 2, 0.05)
+        if left := stop_then_kill(self.members, deadline_s=_KILL_DEADLINE_S):
+            log.warning("cgroup_members_survived_kill", extra={"count": left})
 
     def destroy(self) -> None:
         self.kill_all()

@@ -272,19 +272,38 @@ def kill_until_gone(
     *,
     deadline_s: float = 5.0,
 ) -> int:
-    """SIGKILLs what `select` picks from a fresh process table until it picks nothing.
+    """Stops, then SIGKILLs, what `select` picks from a fresh process table until it picks nothing.
 
-    Repeating the scan is what stops a forking loop: each round kills the processes that
-    the previous round's victims managed to fork. Blocking; run it in a worker thread.
-    Returns the number of processes still selected at the deadline (0 on success).
+    Blocking; run it in a worker thread. Returns the number of processes still selected at
+    the deadline (0 on success).
+    """
+    return stop_then_kill(lambda: select(process_table()), deadline_s=deadline_s)
+
+
+def stop_then_kill(list_targets: Callable[[], Collection[int]], *, deadline_s: float) -> int:
+    """SIGSTOPs every listed process until a listing finds none running, then SIGKILLs them all.
+
+    Killing a fork bomb one process at a time loses: each death frees a slot under the
+    process limit, and a victim's siblings not yet signalled fill it with new children
+    faster than a loaded machine can rescan /proc. A stopped process cannot fork and keeps
+    its slot, so once every listed process is stopped nothing can replace the ones killed.
+    Returns the number still listed at the deadline (0 on success).
     """
     deadline = time.monotonic() + deadline_s
     pause = 0.001
+    stopped: set[int] = set()
     while True:
-        targets = select(process_table())
+        targets = set(list_targets())
         if not targets:
             return 0
-        signal_all(targets, signal.SIGKILL)
+        running = targets - stopped
+        if running and time.monotonic() < deadline:
+            signal_all(running, signal.SIGSTOP)
+            stopped |= running
+        else:
+            # A pid reused since it was stopped is killed here too: it was listed, so it
+            # belongs to what is being killed.
+            signal_all(targets, signal.SIGKILL)
         if time.monotonic() >= deadline:
             return len(targets)
         # Killed processes need a moment to leave /proc; back off so a process stuck in
