@@ -7,24 +7,66 @@ failure, as SANDFLEET_REQUIRE_CLUSTER does for the cluster tier.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.model.model_server import (
     ModelServer,
     ModelUnavailable,
+    healthy,
     running_model_server,
     unavailable,
 )
 
 
-@pytest.fixture
-def model_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelServer]:
-    # A server per test (it loads in ~3 s): the pinned llama.cpp aborts on some model outputs
-    # (see test_runs_with_real_model), and one abort must not fail the tests after it.
+class ReusedModelServer:
+    """One server for the whole tier, started again only when a test left it dead.
+
+    Reuse is the point: the first request of a fresh server spends ~60 s (at load 10) on the
+    ~1,100 tokens of system prompt and tool schemas every run sends, and llama.cpp keeps
+    them in its slot for the next request with the same prefix. A new server per test paid
+    that once per test. The pinned llama.cpp aborts on some model outputs (see
+    test_window_overflow_with_real_model), so a dead server is replaced before the next test
+    uses it.
+    """
+
+    def __init__(self, log_root: Path) -> None:
+        self._log_root = log_root
+        self._running = contextlib.ExitStack()
+        self._server: ModelServer | None = None
+        self._starts = 0
+
+    def live(self) -> ModelServer:
+        if self._server is None or not healthy(self._server.url):
+            self.close()
+            self._starts += 1
+            log_dir = self._log_root / f"server-{self._starts}"
+            log_dir.mkdir()
+            self._server = self._running.enter_context(running_model_server(log_dir))
+        return self._server
+
+    def close(self) -> None:
+        self._running.close()
+        self._server = None
+
+
+@pytest.fixture(scope="session")
+def reused_model_server(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[ReusedModelServer]:
+    servers = ReusedModelServer(tmp_path_factory.mktemp("model"))
     try:
-        with running_model_server(tmp_path_factory.mktemp("model")) as server:
-            yield server
+        yield servers
+    finally:
+        servers.close()
+
+
+@pytest.fixture
+def model_server(reused_model_server: ReusedModelServer) -> ModelServer:
+    try:
+        return reused_model_server.live()
     except ModelUnavailable as error:
         unavailable(str(error))

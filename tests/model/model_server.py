@@ -60,7 +60,7 @@ def unavailable(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
-def _healthy(url: str) -> bool:
+def healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
             return bool(response.status == 200)
@@ -119,7 +119,7 @@ def running_model_server(
         )  # fmt: skip
     try:
         url = _read_address(process, log, deadline)
-        while not _healthy(url):
+        while not healthy(url):
             if process.poll() is not None or time.monotonic() > deadline:
                 raise ModelServerFailed(f"the model server at {url} never became healthy ({log})")
             time.sleep(0.2)
