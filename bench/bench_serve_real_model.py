@@ -222,10 +222,13 @@ async def run_mode(
         print(f"  {mode} {question.name} (load {_load()}) ...", flush=True)
         answer = await ask(client, model, question, mode, max_tokens)
         answers.append(answer)
-        books = answer.accounting or {}
-        print(f"    {answer.seconds:.1f} s, right={answer.right}, turns={books.get('turns')}, "
-              f"stop={books.get('stop_reason')}, error={answer.error}, "
-              f"answer={answer.text[:120]!r}", flush=True)  # fmt: skip
+        # Everything the table sums, per request: a run cut short still leaves its numbers.
+        print(
+            f"    {answer.seconds:.1f} s, right={answer.right}, tokens={answer.prompt_tokens}/"
+            f"{answer.completion_tokens}, error={answer.error}, "
+            f"accounting={answer.accounting}, answer={answer.text[:120]!r}",
+            flush=True,
+        )
     return answers, time.perf_counter() - started
 
 
