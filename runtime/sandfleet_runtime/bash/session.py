@@ -182,6 +182,17 @@ class BashSession:
                 os.close(self._stdout_sink)
                 os.close(self._stderr_sink)
 
+    def prestart(self) -> None:
+        """Start the shell now, idle until the first command, so that command does not wait
+        for bash to start (a claimed sandbox's first command). A failure is left to that
+        command, which starts a shell itself and reports what went wrong."""
+        if self.closed or self._command is not None or self._shell is not None:
+            return
+        try:
+            self._shell = self._spawn()
+        except (OSError, UnavailableError) as error:
+            log.warning("shell_prestart_failed", extra={"session": self.name, "error": str(error)})
+
     def _live_shell(self, notes: list[str]) -> Shell:
         shell = self._shell
         if shell is not None and not shell.exited.done():

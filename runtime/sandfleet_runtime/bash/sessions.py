@@ -126,6 +126,17 @@ class BashSessions:
             except SessionClosedError:
                 continue  # closed while this call waited for it: run in a fresh session
 
+    def prestart(self, session: str = DEFAULT_SESSION) -> None:
+        """Opens the named session with its shell started and idle (nothing runs in it), so
+        its first command finds bash ready; a no-op when it is open already or the maximum
+        of sessions is reached."""
+        name = self._session_name(session)
+        if self._closed or (
+            name not in self._sessions and len(self._sessions) >= self._max_sessions
+        ):
+            return
+        self._session(name).prestart()
+
     async def interrupt(self, session: str) -> bool:
         """Interrupts the session's running command; False when nothing was running."""
         found = self._sessions.get(self._session_name(session))
