@@ -176,8 +176,8 @@ class SessionBinder:
                 self._on_bind()
             closed = await self._sessions.close_open()
             if session:
-                # The session's first command is usually a bash one: its shell starts now,
-                # while the claim is answered, instead of on that command's path.
+                # The session's first command is usually a bash one: its shell starts (in
+                # the background) while the claim is answered, not on that command's path.
                 self._sessions.prestart()
             self._activity.touch()
             bound_unix = self._activity.last_activity_unix

@@ -533,8 +533,10 @@ async def test_memory_limit_stops_a_memory_hog_not_the_runtime(
 async def test_a_prestarted_session_runs_its_first_command_in_the_shell_started_before(
     sessions: BashSessions,
 ) -> None:
-    sessions.prestart()
+    task = sessions.prestart()
     assert sessions.names == ["default"]
+    assert task is not None
+    await task
     started = await asyncio.to_thread(process_table)
     shells = sessions.member_pids(started)
     assert len(shells) == 1
@@ -542,7 +544,7 @@ async def test_a_prestarted_session_runs_its_first_command_in_the_shell_started_
     first = await sessions.run("", "echo $$")
 
     assert int(first.stdout) in shells
-    sessions.prestart()  # open already: nothing new starts
+    assert sessions.prestart() is None  # open already: nothing new starts
     assert (await sessions.run("", "echo $$")).stdout == first.stdout
 
 
@@ -550,6 +552,20 @@ async def test_prestart_respects_the_session_maximum(make_sessions: SessionsFact
     sessions = make_sessions(max_sessions=1)
     await sessions.run("other", "true")
 
-    sessions.prestart()
+    assert sessions.prestart() is None
 
     assert sessions.names == ["other"]
+
+
+async def test_a_prestarted_shell_is_under_the_limits_before_its_first_command(
+    make_sessions: SessionsFactory, process_limits: SessionLimits
+) -> None:
+    sessions = make_sessions(limits=process_limits)
+
+    task = sessions.prestart()
+    assert task is not None
+    await task
+    shells = process_limits.members()
+    result = await sessions.run("", "echo $$")
+
+    assert shells == [int(result.stdout)]
