@@ -109,6 +109,7 @@ class Claimer:
 
     async def stop(self) -> None:
         await self.idle.stop()
+        await self._workdirs.close()
 
     def pod_address(self, namespace: str, pod: str) -> str | None:
         """A sandbox pod's runtime host:port from the watch-fed pod index (no API request)."""
