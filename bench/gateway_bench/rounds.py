@@ -128,6 +128,7 @@ async def sequential(bench: GatewayBench, count: int) -> dict[str, Any]:
         "load_before": load,
         "load_after": load_average(),
         **summary_ms(latencies),
+        "first_claim_ms": round(latencies[0] * 1000, 1),  # the process's first: channels cold
         "claim_part": summary_ms([claim for claim, _ in bench.splits]),
         "first_command_part": summary_ms([first for _, first in bench.splits]),
     }

@@ -3,7 +3,9 @@
 A pool sandbox starts with the pool's token and no session. When a session claims it, the
 control plane calls BindSession (with the pool token) instead of restarting the pod: the
 session's token replaces the pool's, its environment reaches every shell started
-afterwards, and nothing from before the claim (shells, idle time) carries over.
+afterwards, and nothing from before the claim (shells, idle time) carries over. Binding to a
+session starts the "default" bash session's shell at once (with that environment), so the
+session's first command does not wait for bash; binding back to no session (recycling) does not.
 """
 
 from __future__ import annotations
@@ -173,6 +175,10 @@ class SessionBinder:
             if self._on_bind is not None:
                 self._on_bind()
             closed = await self._sessions.close_open()
+            if session:
+                # The session's first command is usually a bash one: its shell starts (in
+                # the background) while the claim is answered, not on that command's path.
+                self._sessions.prestart()
             self._activity.touch()
             bound_unix = self._activity.last_activity_unix
         log.info(

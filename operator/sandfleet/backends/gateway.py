@@ -143,7 +143,7 @@ class GatewayBackend:
         Ready (waiting at most `timeout_s`; a Suspended one is resumed); closing the result
         leaves the session alone."""
         target = await self.target()
-        token = await asyncio.to_thread(target.current_token)  # may run an exec plugin
+        token = await target.token_now()  # may run an exec plugin
         async with GatewayClient(target.address, token, tls=target.tls) as gateway:
             info = await gateway.connect(
                 self.request.namespace or target.namespace, name, timeout_s
@@ -275,7 +275,7 @@ async def _gateway_on_shared_channel(
 ) -> tuple[GatewayClient, ChannelLease[RuntimeChannel]]:
     """A client of `target` with the caller's current token, on the process's shared channel
     to that gateway; release the lease when done with it."""
-    token = await asyncio.to_thread(target.current_token)  # may run an exec plugin
+    token = await target.token_now()  # may run an exec plugin
     lease = GATEWAY_CHANNELS.lease(
         ("gateway", target.address, target.tls, target.token),
         lambda: open_gateway_channel(target.address, target.tls),

@@ -1,21 +1,16 @@
 """The claim path: warm pool pods claimed and bound by the gateway itself, cold sessions otherwise.
 
-A warm claim is one conditional pod patch (labels state=claimed, session=<name>), a
-BindSession over the channel IdlePods already holds open, the input files, and one
-SandboxSession create (finalizer and claimed-pod annotation set, so the operator adopts the
-pod without binding again). The session's token derives from the fleet's session key.
-A pool without idle pods, or a template, gets a cold session the operator starts.
+A warm claim (warm_claims.py) is one conditional pod patch, then a BindSession over the
+channel IdlePods already holds open and one SandboxSession create, at once. The session's
+token derives from the fleet's session key. A pool without idle pods, or a template, gets a
+cold session the operator starts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import datetime as dt
 import functools
-import posixpath
-import random
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -31,10 +26,8 @@ from sandfleet.api import (
     derive_session_token,
 )
 from sandfleet.clients.runtime.client import RuntimeClient
-from sandfleet.errors import SandfleetError
-from sandfleet.fleet.claim_patches import gateway_claim_patch
 from sandfleet.fleet.manifests import ManifestError, raw_session_spec, session_body
-from sandfleet.fleet.pod_index import Pod, pod_ip, runtime_address
+from sandfleet.fleet.pod_index import pod_ip, runtime_address
 from sandfleet.fleet.sessions import SessionClient, SessionGoneError, SessionWaitTimeoutError
 from sandfleet.fleet.status import SessionState
 from sandfleet.gateway.claim_ids import (
@@ -46,15 +39,14 @@ from sandfleet.gateway.claim_ids import (
 )
 from sandfleet.gateway.claim_sources import Workdirs
 from sandfleet.gateway.claim_types import Claimed, ClaimError, ClaimFailure, ClaimSpec
-from sandfleet.gateway.idle_pods import IdlePods, claimable
+from sandfleet.gateway.idle_pods import IdlePods
 from sandfleet.gateway.resume import request_resume
-from sandfleet.gateway.returning_pods import ReturningPods
+from sandfleet.gateway.warm_claims import WarmClaims, WarmClaimSettings, sandbox_path
 from sandfleet.kube import (
     ConflictError,
     InvalidError,
     KubeClient,
     NotFoundError,
-    resource_path,
 )
 from sandfleet.logs import get_logger
 
@@ -82,11 +74,6 @@ class ClaimSettings:
     """Deadline of each runtime call on the claim path (warm-up, bind, one file)."""
 
 
-def sandbox_path(path: str, workdir: str) -> str:
-    """A caller's file path in the sandbox: relative paths start at the working directory."""
-    return path if path.startswith("/") else posixpath.join(workdir, path)
-
-
 class Claimer:
     """Hands out sandboxes: warm claims from the idle pods, cold sessions for the rest."""
 
@@ -95,10 +82,26 @@ class Claimer:
         self._settings = settings
         self.idle = IdlePods(kube, settings.namespaces, rpc_timeout_s=settings.rpc_timeout_s)
         self._workdirs = Workdirs(kube, cache_s=settings.lookup_cache_s)
-        self.returning = ReturningPods(self.idle.index)
-        self.hand_over: Callable[[str, grpc.aio.Channel], None] | None = None
+        self._warm = WarmClaims(
+            kube,
+            self.idle,
+            WarmClaimSettings(settings.session_key, settings.replica),
+            create_session=lambda spec, name, pod: self._create_session(
+                spec, name, claimed_pod=pod
+            ),
+            release=self.release,
+        )
+        self.returning = self._warm.returning
+
+    @property
+    def hand_over(self) -> Callable[[str, grpc.aio.Channel], None] | None:
         """Takes the runtime channel a warm claim bound over (the proxy's channel cache),
         keyed by the runtime's address; None: the channel is closed."""
+        return self._warm.hand_over
+
+    @hand_over.setter
+    def hand_over(self, take: Callable[[str, grpc.aio.Channel], None] | None) -> None:
+        self._warm.hand_over = take
 
     async def start(self) -> None:
         await self.idle.start()
@@ -106,6 +109,7 @@ class Claimer:
 
     async def stop(self) -> None:
         await self.idle.stop()
+        await self._workdirs.close()
 
     def pod_address(self, namespace: str, pod: str) -> str | None:
         """A sandbox pod's runtime host:port from the watch-fed pod index (no API request)."""
@@ -144,7 +148,8 @@ class Claimer:
         name made meanwhile (a retry racing the first attempt) is returned instead."""
         try:
             if spec.pool:
-                claimed = await self._claim_warm(spec, spec.pool, workdir, name)
+                warm_name = name or session_name(spec.generate_name)
+                claimed = await self._warm.claim(spec, spec.pool, workdir, warm_name)
                 if claimed is not None:
                     return claimed
             return await self._start_cold(spec, workdir, name)
@@ -203,130 +208,6 @@ class Claimer:
                 raise ClaimError(ClaimFailure.UNAVAILABLE, str(exc)) from exc
             raise
 
-    async def _claim_warm(
-        self, spec: ClaimSpec, pool: str, workdir: str, fixed_name: str | None = None
-    ) -> Claimed | None:
-        """A warm pod of `pool` claimed, bound and given its session; None when none is left."""
-        started = time.perf_counter()
-        name = fixed_name or session_name(spec.generate_name)
-        while True:
-            claimed = await self._claim_candidate(spec, pool, workdir, name)
-            wait_s = self.returning.wait_left_s(spec.namespace, pool)
-            if claimed is not None or wait_s <= 0:
-                break
-            await self.idle.until_warm(wait_s)  # a released pod on its way back
-        if claimed is not None:
-            log.info(
-                "warm_claim",
-                session=f"{spec.namespace}/{name}",
-                pod=claimed.pod,
-                seconds=round(time.perf_counter() - started, 4),
-            )
-        return claimed
-
-    async def _claim_candidate(
-        self, spec: ClaimSpec, pool: str, workdir: str, name: str
-    ) -> Claimed | None:
-        """One of the pool's idle pods claimed as session `name`; None when none is left."""
-        candidates = self.idle.candidates(spec.namespace, pool)
-        random.shuffle(candidates)  # replicas starting from one list would all race
-        for pod in candidates:
-            client = self.idle.take(spec.namespace, pod["metadata"]["name"])
-            if client is None:
-                continue  # another claim of this process took it meanwhile
-            try:
-                claimed = await self._claim_pod(spec, pod, client, name, workdir)
-            except BaseException:
-                await client.close()
-                raise
-            if claimed is None:
-                await client.close()
-                continue
-            if self.hand_over is not None:
-                self.hand_over(claimed.address, client.detach_channel())
-            else:
-                await client.close()
-            return claimed
-        return None
-
-    async def _claim_pod(
-        self, spec: ClaimSpec, pod: Pod, client: RuntimeClient, name: str, workdir: str
-    ) -> Claimed | None:
-        """`pod` claimed as session `name`, bound over `client`, and the session written;
-        None when another claim took the pod first."""
-        pod_name = pod["metadata"]["name"]
-        if not await self._patch_claim(spec.namespace, pod, name):
-            return None
-        token = derive_session_token(self._settings.session_key, spec.namespace, name, pod_name)
-        # The pod is ours from here on: bind it and write its session at once (the
-        # operator's adoption needs neither to wait for the other).
-        bound, created = await asyncio.gather(
-            self._bind(client, spec, name, token, workdir),
-            self._create_session(spec, name, claimed_pod=pod_name),
-            return_exceptions=True,
-        )
-        failure = next((r for r in (bound, created) if isinstance(r, BaseException)), None)
-        if failure is not None:
-            # The pod may hold the caller's files and a half-made binding: never hand it
-            # out again (the pool refills), nor the session made for it.
-            if not isinstance(created, BaseException):
-                await self.release(spec.namespace, [name])
-            await self._delete_pod(spec.namespace, pod_name)
-            raise failure
-        ip = pod_ip(pod)
-        assert ip is not None  # claimable pods have an address
-        return Claimed(
-            namespace=spec.namespace,
-            name=name,
-            token=token,
-            pod=pod_name,
-            address=runtime_address(ip),
-            warm=True,
-            workdir=workdir,
-        )
-
-    async def _patch_claim(self, namespace: str, pod: Pod, session: str) -> bool:
-        """The conditional claim patch; False when the pod is no longer claimable (another
-        claim took it, or it is leaving). A conflict from an unrelated write (the kubelet's
-        status, a newer readiness) is retried once on the pod as it is now: losing a warm
-        pod to such a race would send the claim to a cold start for nothing."""
-        path = resource_path("v1", "pods", namespace, pod["metadata"]["name"])
-        for attempt in range(2):
-            patch = gateway_claim_patch(
-                session,
-                pod["metadata"]["resourceVersion"],
-                dt.datetime.now(dt.UTC),
-                self._settings.replica,
-            )
-            try:
-                patched = await self._kube.patch(path, patch)
-            except NotFoundError:
-                break
-            except ConflictError:
-                if attempt:
-                    break
-                try:
-                    fresh: Pod = await self._kube.get(path)
-                except NotFoundError:
-                    break
-                if fresh["metadata"].get("uid") != pod["metadata"].get("uid") or not claimable(
-                    fresh
-                ):
-                    break
-                pod = fresh
-                continue
-            self.idle.index.apply("MODIFIED", patched)
-            return True
-        log.info("warm_claim_lost", pod=f"{namespace}/{pod['metadata']['name']}")
-        return False
-
-    async def _bind(
-        self, client: RuntimeClient, spec: ClaimSpec, name: str, token: str, workdir: str
-    ) -> None:
-        await client.bind_session(token, dict(spec.env), f"{spec.namespace}/{name}")
-        for path, content, mode in spec.files:
-            await client.upload(content, sandbox_path(path, workdir), mode=mode)
-
     async def _create_session(
         self, spec: ClaimSpec, name: str | None, *, claimed_pod: str | None = None
     ) -> SessionState:
@@ -362,12 +243,6 @@ class Claimer:
         except ManifestError as exc:
             raise ClaimError(ClaimFailure.INVALID, str(exc)) from exc
         return session_body(session_spec, generate_name=spec.generate_name or "sbx-")
-
-    async def _delete_pod(self, namespace: str, pod: str) -> None:
-        try:
-            await self._kube.delete(resource_path("v1", "pods", namespace, pod), grace_period_s=0)
-        except SandfleetError as exc:  # the orphan-claim sweep gets it later
-            log.warning("claimed_pod_delete_failed", pod=f"{namespace}/{pod}", error=str(exc))
 
     # --- cold ------------------------------------------------------------------------------
     async def _start_cold(self, spec: ClaimSpec, workdir: str, name: str | None = None) -> Claimed:

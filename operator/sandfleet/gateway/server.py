@@ -87,6 +87,7 @@ class GatewayServer:
             negative_ttl_s=settings.token_review_negative_ttl_seconds,
             access_ttl_s=settings.access_review_ttl_seconds,
             max_entries=settings.auth_cache_entries,
+            refresh_ahead=True,
         )
         ledger = (
             QuotaLedger(
@@ -217,6 +218,7 @@ class GatewayServer:
             await self._server.stop(grace)
             self._server = None
         await self.resumer.close()
+        await self.auth.close()
         if self._claimer_started:
             self._claimer_started = False
             await self.claimer.stop()

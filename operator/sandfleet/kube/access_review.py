@@ -8,8 +8,10 @@ asking it to one review per token and per (caller, question) and TTL.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
+import time
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -122,6 +124,56 @@ class _SingleFlight(Generic[T]):
         return await asyncio.shield(task)
 
 
+class _RefreshAhead:
+    """When each cached answer was given (per cache kind), and the background reviews that
+    renew the ones in the second half of their TTL; one at a time per key."""
+
+    def __init__(
+        self,
+        ttls: Mapping[str, float],
+        max_entries: int,
+        *,
+        enabled: bool,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._enabled = enabled
+        self._clock = clock
+        self._ttls = dict(ttls)
+        self._given: dict[str, TTLCache[Hashable, float]] = {
+            kind: TTLCache(max_entries, ttl, timer=clock) for kind, ttl in ttls.items() if ttl > 0
+        }
+        self._running: dict[tuple[str, Hashable], asyncio.Task[None]] = {}
+
+    def stored(self, kind: str, key: Hashable) -> None:
+        given = self._given.get(kind)
+        if self._enabled and given is not None:
+            given[key] = self._clock()
+
+    def maybe(self, kind: str, key: Hashable, review: Callable[[], Awaitable[None]]) -> None:
+        """Start `review` unless the answer is in the first half of its TTL or one runs."""
+        given = self._given.get(kind)
+        if not self._enabled or given is None or (kind, key) in self._running:
+            return
+        at = given.get(key)
+        if at is None or self._clock() - at < self._ttls[kind] / 2:
+            return
+        task = asyncio.get_running_loop().create_task(self._run(review))
+        self._running[(kind, key)] = task
+        task.add_done_callback(lambda _: self._running.pop((kind, key), None))
+
+    @staticmethod
+    async def _run(review: Callable[[], Awaitable[None]]) -> None:
+        # Unanswered: the answer lives out its TTL; the next use after it asks in front.
+        with contextlib.suppress(AuthUnavailableError):
+            await review()
+
+    async def close(self) -> None:
+        tasks = list(self._running.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
 class Authenticator:
     """TokenReview and SubjectAccessReview through a server's own KubeClient, with TTL caches.
 
@@ -130,6 +182,11 @@ class Authenticator:
     that is how long a revoked token still works here), refused ones `negative_ttl_s`; RBAC
     answers live `access_ttl_s` per (caller, question). `server` names this server in the
     messages of an unavailable review ("the gateway", "the operator").
+
+    With `refresh_ahead`, a cached answer used in the second half of its TTL is asked again
+    in the background, so a steady caller never waits for a review (a serial client paid one
+    in every few claims). Each answer still lives its TTL from when the API server gave it:
+    a revoked token or a removed RoleBinding stops working as soon as without.
     """
 
     def __init__(
@@ -141,42 +198,75 @@ class Authenticator:
         access_ttl_s: float = 10.0,
         max_entries: int = 10_000,
         server: str = "the gateway",
+        refresh_ahead: bool = False,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._kube = kube
         self._server = server
-        self._accepted: TTLCache[bytes, Caller] = TTLCache(max_entries, token_ttl_s)
-        self._refused: TTLCache[bytes, str] = TTLCache(max_entries, negative_ttl_s)
+        self._accepted: TTLCache[bytes, Caller] = TTLCache(max_entries, token_ttl_s, timer=clock)
+        self._refused: TTLCache[bytes, str] = TTLCache(max_entries, negative_ttl_s, timer=clock)
         self._access: TTLCache[tuple[Hashable, ...], str | None] = TTLCache(
-            max_entries, access_ttl_s
+            max_entries, access_ttl_s, timer=clock
         )
         self._reviews: _SingleFlight[Caller | str] = _SingleFlight()
         self._access_reviews: _SingleFlight[str | None] = _SingleFlight()
+        self._refresh = _RefreshAhead(
+            {"token": token_ttl_s, "access": access_ttl_s},
+            max_entries,
+            enabled=refresh_ahead,
+            clock=clock,
+        )
 
     async def authenticate(self, token: str) -> Caller:
         """The caller the token belongs to; UnauthenticatedError when the API server refuses it."""
         digest = hashlib.sha256(token.encode()).digest()
         caller = self._accepted.get(digest)
         if caller is not None:
+            self._refresh.maybe("token", digest, lambda: self._rereview_token(digest, token))
             return caller
         refusal = self._refused.get(digest)
         if refusal is None:
             answer = await self._reviews.run(digest, lambda: self._review_token(token))
+            self._store_token(digest, answer)
             if isinstance(answer, Caller):
-                self._accepted[digest] = answer
                 return answer
-            self._refused[digest] = refusal = answer
+            refusal = answer
         raise UnauthenticatedError(refusal)
+
+    def _store_token(self, digest: bytes, answer: Caller | str) -> None:
+        if isinstance(answer, Caller):
+            self._accepted[digest] = answer
+            self._refresh.stored("token", digest)
+        else:
+            self._accepted.pop(digest, None)
+            self._refused[digest] = answer
+
+    async def _rereview_token(self, digest: bytes, token: str) -> None:
+        self._store_token(
+            digest, await self._reviews.run(digest, lambda: self._review_token(token))
+        )
+
+    async def close(self) -> None:
+        """Cancel background reviews still running (refresh_ahead)."""
+        await self._refresh.close()
 
     async def check(self, caller: Caller, access: Access) -> None:
         """PermissionDeniedError unless RBAC allows `access` to `caller`."""
         key = (caller.username, caller.uid, caller.groups, caller.extra, access)
         if key in self._access:
             denial = self._access[key]
+            self._refresh.maybe("access", key, lambda: self._rereview(key, caller, access))
         else:
             denial = await self._access_reviews.run(key, lambda: self._review(caller, access))
             self._access[key] = denial
+            self._refresh.stored("access", key)
         if denial is not None:
             raise PermissionDeniedError(denial)
+
+    async def _rereview(self, key: tuple[Hashable, ...], caller: Caller, access: Access) -> None:
+        denial = await self._access_reviews.run(key, lambda: self._review(caller, access))
+        self._access[key] = denial
+        self._refresh.stored("access", key)
 
     async def _review_token(self, token: str) -> Caller | str:
         """The caller, or the refusal message for the caller."""

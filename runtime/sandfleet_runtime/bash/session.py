@@ -182,6 +182,35 @@ class BashSession:
                 os.close(self._stdout_sink)
                 os.close(self._stderr_sink)
 
+    async def prestart(self) -> None:
+        """Start the shell now, idle until the first command, so that command does not wait
+        for bash to start (a claimed sandbox's first command). The shell's move under the
+        limits (a cgroup write, slow on a node busy starting containers) runs in a worker
+        thread, holding the session's lock so no command reaches the shell before it. A
+        failure is left to the first command, which starts a shell itself and says why."""
+        async with self._lock:
+            if self.closed or self._shell is not None:
+                return
+            try:
+                shell = self._spawn(confine=False)
+            except UnavailableError as error:
+                log.warning(
+                    "shell_prestart_failed", extra={"session": self.name, "error": str(error)}
+                )
+                return
+            self._shell = shell
+            limits = self._config.limits
+            if limits is None:
+                return
+            try:
+                await asyncio.to_thread(limits.attach, shell.pid)
+            except OSError as error:
+                shell.signal(signal.SIGKILL)
+                self._retire_shell()
+                log.warning(
+                    "shell_prestart_failed", extra={"session": self.name, "error": str(error)}
+                )
+
     def _live_shell(self, notes: list[str]) -> Shell:
         shell = self._shell
         if shell is not None and not shell.exited.done():
@@ -195,7 +224,9 @@ class BashSession:
         self._shell = self._spawn()
         return self._shell
 
-    def _spawn(self) -> Shell:
+    def _spawn(self, *, confine: bool = True) -> Shell:
+        """A new shell, waiting for its first command; under the limits unless `confine` is
+        False (the caller moves it there before any command)."""
         config = self._config
         shell = spawn_shell(
             bash=config.bash,
@@ -209,7 +240,7 @@ class BashSession:
         )
         self.processes.shell_pids.add(shell.pid)
         shell.exited.add_done_callback(self._on_shell_exit)
-        if config.limits is not None:
+        if confine and config.limits is not None:
             try:
                 # The shell is still waiting for its first command: nothing ran unlimited.
                 config.limits.attach(shell.pid)

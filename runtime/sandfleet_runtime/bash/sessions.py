@@ -126,6 +126,18 @@ class BashSessions:
             except SessionClosedError:
                 continue  # closed while this call waited for it: run in a fresh session
 
+    def prestart(self, session: str = DEFAULT_SESSION) -> asyncio.Task[None] | None:
+        """Opens the named session and starts its shell in the background, idle (nothing
+        runs in it), so its first command finds bash ready; the task doing it, or None when
+        the session is open already or the maximum of sessions is reached."""
+        name = self._session_name(session)
+        if self._closed or name in self._sessions or len(self._sessions) >= self._max_sessions:
+            return None
+        task = asyncio.get_running_loop().create_task(self._session(name).prestart())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
     async def interrupt(self, session: str) -> bool:
         """Interrupts the session's running command; False when nothing was running."""
         found = self._sessions.get(self._session_name(session))

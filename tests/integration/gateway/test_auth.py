@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
@@ -173,3 +173,50 @@ def test_bearer_token_from_metadata(metadata: tuple[tuple[str, str], ...], token
 def test_no_bearer_token_is_unauthenticated(metadata: object) -> None:
     with pytest.raises(UnauthenticatedError, match="no bearer token"):
         bearer_token(metadata)
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def _until(predicate: Callable[[], bool]) -> None:
+    async with asyncio.timeout(10):
+        while not predicate():  # noqa: ASYNC110 - polls the background reviews' effect
+            await asyncio.sleep(0.01)
+
+
+async def test_refresh_ahead_renews_answers_in_the_background_and_drops_a_revoked_token(
+    api: tuple[StandInApiServer, KubeClient],
+) -> None:
+    server, kube = api
+    clock = ManualClock()
+    auth = Authenticator(kube, token_ttl_s=10, access_ttl_s=10, refresh_ahead=True, clock=clock)
+    caller = await auth.authenticate("good-token")
+    await auth.authorize(caller, "create", "team-a")
+    clock.now += 4  # first half of the TTL: used as it is
+    await auth.authenticate("good-token")
+    await auth.authorize(caller, "create", "team-a")
+    assert (server.count("POST", TOKEN_REVIEWS), server.count("POST", ACCESS_REVIEWS)) == (1, 1)
+
+    clock.now += 2  # second half: answered from the cache, asked again beside it
+    assert await auth.authenticate("good-token") == caller
+    await auth.authorize(caller, "create", "team-a")
+    await _until(lambda: server.count("POST", ACCESS_REVIEWS) == 2)
+    await _until(lambda: server.count("POST", TOKEN_REVIEWS) == 2)
+    clock.now += 8  # past the first answers' TTL: the renewed ones answer (and renew again)
+    assert await auth.authenticate("good-token") == caller
+    await auth.authorize(caller, "create", "team-a")
+    await _until(lambda: server.count("POST", TOKEN_REVIEWS) == 3)
+    await _until(lambda: server.count("POST", ACCESS_REVIEWS) == 3)
+
+    del server.users["good-token"]  # revoked: the next renewal is refused and forgets it
+    clock.now += 6
+    assert await auth.authenticate("good-token") == caller  # its answer's TTL still runs
+    await _until(lambda: hashlib.sha256(b"good-token").digest() not in auth._accepted)
+    with pytest.raises(UnauthenticatedError):
+        await auth.authenticate("good-token")
+    await auth.close()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from sandfleet_runtime.bash.limits import SessionLimits
-from sandfleet_runtime.bash.processes import ChildReaper
+from sandfleet_runtime.bash.processes import ChildReaper, process_table
 from sandfleet_runtime.bash.sessions import BashSessions, Outcome, OutputStream
 from sandfleet_runtime.errors import InvalidArgumentError, ResourceExhaustedError
 
@@ -528,3 +528,44 @@ async def test_memory_limit_stops_a_memory_hog_not_the_runtime(
     assert usage is not None
     current, peak = usage
     assert current <= peak <= 256 * 1024 * 1024
+
+
+async def test_a_prestarted_session_runs_its_first_command_in_the_shell_started_before(
+    sessions: BashSessions,
+) -> None:
+    task = sessions.prestart()
+    assert sessions.names == ["default"]
+    assert task is not None
+    await task
+    started = await asyncio.to_thread(process_table)
+    shells = sessions.member_pids(started)
+    assert len(shells) == 1
+
+    first = await sessions.run("", "echo $$")
+
+    assert int(first.stdout) in shells
+    assert sessions.prestart() is None  # open already: nothing new starts
+    assert (await sessions.run("", "echo $$")).stdout == first.stdout
+
+
+async def test_prestart_respects_the_session_maximum(make_sessions: SessionsFactory) -> None:
+    sessions = make_sessions(max_sessions=1)
+    await sessions.run("other", "true")
+
+    assert sessions.prestart() is None
+
+    assert sessions.names == ["other"]
+
+
+async def test_a_prestarted_shell_is_under_the_limits_before_its_first_command(
+    make_sessions: SessionsFactory, process_limits: SessionLimits
+) -> None:
+    sessions = make_sessions(limits=process_limits)
+
+    task = sessions.prestart()
+    assert task is not None
+    await task
+    shells = process_limits.members()
+    result = await sessions.run("", "echo $$")
+
+    assert shells == [int(result.stdout)]

@@ -104,6 +104,21 @@ async def test_the_bound_env_reaches_new_bash_sessions_over_the_agents_own_env(
     assert result.stdout == "bar baz|/home/session|one\ntwo|path-kept\n"
 
 
+async def test_binding_to_a_session_starts_its_default_shell_and_unbinding_does_not(
+    client: RuntimeClient,
+) -> None:
+    token = _new_token()
+    await client.bind_session(token, {"BOUND": "yes"}, session="ns/s")
+
+    stats = await client.stats()
+    assert (stats.bash_session_names, stats.running_commands) == (("default",), 0)
+    assert (await client.run_command('echo "$BOUND"')).stdout == "yes\n"
+
+    await client.bind_session(_new_token(), {}, session="")  # back to a pool (recycling)
+
+    assert (await client.stats()).bash_session_names == ()
+
+
 async def test_binding_again_replaces_the_earlier_env_and_needs_the_current_token(
     runtime: tuple[RuntimeServer, str], client: RuntimeClient
 ) -> None:
@@ -141,7 +156,8 @@ async def test_binding_closes_open_sessions_and_kills_their_processes(
     assert await _eventually(lambda: not _alive(background_pid))
     client.rotate_token(new_token)
     stats = await client.stats()
-    assert stats.bash_sessions == 0
+    # Only the session's own "default" shell, started by the binding, is open.
+    assert stats.bash_session_names == ("default",)
     assert stats.last_activity_unix == response.bound_unix
 
 
@@ -153,7 +169,7 @@ async def test_an_open_session_is_gone_after_binding_through_the_client(
 
     await client.bind_session(_new_token(), {}, session="ns/s")
 
-    assert (await client.stats()).bash_sessions == 0
+    assert (await client.stats()).bash_session_names == ("default",)
     again = await client.run_command('echo "${LEFTOVER:-gone}"; pwd', session="warm")
     assert again.stdout == f"gone\n{tmp_path}\n"
 

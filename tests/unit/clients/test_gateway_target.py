@@ -200,3 +200,20 @@ def test_an_unreadable_ca_file_is_a_config_error(tmp_path: Path) -> None:
     env = environ(tmp_path, SANDFLEET_GATEWAY_CA_FILE=str(tmp_path / "absent.pem"))
     with pytest.raises(GatewayConfigError, match="cannot read the gateway CA bundle"):
         resolve_gateway("gw:1", token="t", environ=env)
+
+
+async def test_token_now_reads_a_rotating_token_from_its_source_and_a_fixed_one_as_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(credentials, "REREAD_PERIOD_S", 0.0)
+    token_file = tmp_path / "sa-token"
+    token_file.write_text("first\n")
+    path = kubeconfig(tmp_path, extension={"address": "gw:1"}, user={"tokenFile": str(token_file)})
+    rotating = resolve_gateway(environ=environ(tmp_path), kubeconfig=path)
+    fixed = resolve_gateway(token="given", environ=environ(tmp_path), kubeconfig=path)
+
+    token_file.write_text("second\n")
+
+    assert await rotating.token_now() == "second"
+    assert fixed.token_source is None
+    assert await fixed.token_now() == "given"

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import re
 from typing import Any
+
+import pytest
 
 from sandfleet.api import EgressMode, LifecycleSpec
 from sandfleet.fleet.naming import is_dns_label
@@ -13,6 +16,7 @@ from sandfleet.gateway.claim_ids import claim_session_names
 from sandfleet.gateway.claim_types import ClaimSpec
 from sandfleet.gateway.claims import sandbox_path, session_name
 from sandfleet.gateway.idle_pods import claimable
+from sandfleet.gateway.warm_claims import StepTimes
 
 
 def test_a_session_name_is_the_prefix_and_five_random_characters() -> None:
@@ -87,3 +91,26 @@ def test_another_caller_namespace_or_id_gets_other_names() -> None:
 def test_a_long_prefix_still_gives_a_valid_name() -> None:
     (name,) = claim_session_names(idempotent(count=1, generate_name="p" * 58))
     assert len(name) == 63 and is_dns_label(name)
+
+
+async def test_step_times_record_overlapping_steps_and_the_total() -> None:
+    steps = StepTimes()
+
+    await asyncio.gather(
+        steps.timed("bind", asyncio.sleep(0.02)), steps.timed("create", asyncio.sleep(0))
+    )
+    steps.since_start("total")
+
+    assert set(steps.ms) == {"bind", "create", "total"}
+    assert steps.ms["bind"] >= 15  # slept 20 ms (the loop may wake a clock tick early)
+    assert steps.ms["total"] >= steps.ms["bind"]
+
+
+async def test_a_failed_step_raises_and_records_no_time() -> None:
+    async def fails() -> None:
+        raise RuntimeError("boom")
+
+    steps = StepTimes()
+    with pytest.raises(RuntimeError):
+        await steps.timed("create", fails())
+    assert steps.ms == {}

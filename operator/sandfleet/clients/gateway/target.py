@@ -23,6 +23,7 @@ context's bearer token (token or tokenFile; in a pod, its service account's toke
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import dataclasses
@@ -72,6 +73,14 @@ class GatewayTarget:
         run a kubeconfig exec plugin: call it through asyncio.to_thread from async code."""
         fresh = self.token_source() if self.token_source is not None else None
         return fresh or self.token
+
+    async def token_now(self) -> str:
+        """`current_token()` from async code: read in a worker thread when it has a source
+        (a file, an exec plugin), at once when the token never changes (every claim would
+        otherwise pay a thread hop for a constant)."""
+        if self.token_source is None:
+            return self.token
+        return await asyncio.to_thread(self.current_token)
 
 
 def resolve_gateway(
