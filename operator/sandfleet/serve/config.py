@@ -17,6 +17,9 @@
     egress = "none"
     warm = 2                                  # local sandboxes kept started
 
+    [served_models]              # cluster mode, gateway.identity = "client" only
+    namespaces = ["team-a"]      # also serve these namespaces' ServedModel objects, live
+
 Unknown keys are refused (a typo must not pass silently); every error names its key.
 """
 
