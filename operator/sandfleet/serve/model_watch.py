@@ -116,6 +116,8 @@ class ServedModelWatch:
                 except KubeError as error:  # retried at the next resync
                     log.warning("served_model_not_checked", model=model_name(*key),
                                 error=str(error))  # fmt: skip
+                except Exception:  # one bad object must not stop the watch (logged, retried)
+                    log.exception("served_model_check_failed", model=model_name(*key))
 
     async def _reconcile(self, key: Key, obj: dict[str, Any] | None) -> None:
         name = model_name(*key)
