@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from sandfleet import api
 from sandfleet.api import CONSENT_VALUE, Label, Reason
+from sandfleet.errors import SandfleetError
 from sandfleet.kube import KubeClient, NotFoundError, resource_path
 from sandfleet.serve.config import ServedModel, ServedModelSpec, UpstreamSpec, agent_config
 
@@ -39,7 +40,9 @@ class NotServable:
     message: str
 
 
-class NotServableError(Exception):
+class NotServableError(SandfleetError):
+    """The ServedModel cannot be served; `problem` says why (its Ready condition)."""
+
     def __init__(self, problem: NotServable) -> None:
         super().__init__(problem.message)
         self.problem = problem
