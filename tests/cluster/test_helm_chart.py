@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
+import openai
 import pytest
 import yaml
 
@@ -69,7 +70,10 @@ from tests.cluster.harness.serve_chart import (
     SERVE,
     SERVE_SELECTOR,
     client_script,
+    model_key_secret,
+    ready_status,
     serve_values,
+    served_model,
     session_names,
 )
 from tests.support.scripted_openai import Reply, ScriptedOpenAIServer, bash, submit
@@ -651,6 +655,107 @@ async def test_serve_answers_a_tenant_pod_and_a_conversation_continues_on_the_ot
     await kube.wait_for(
         SESSIONS.format(ns=tenant), lambda r: session_names(r.body) <= others_before, 60
     )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+async def test_a_tenants_served_model_is_listed_to_it_answered_and_gone_once_deleted(
+    kube: KubeApi, kubectl: Kubectl, helm: Helm, installation: Installation
+) -> None:
+    """A tenant (the chart's tenant Role, impersonated) creates a ServedModel in its namespace:
+    serve (reusing the previous test's release when it is there) lists it within seconds to
+    the tenant's own ServiceAccount token through the official openai client, not to another
+    tenant's, answers it with the key from the labelled Secret, and 404s it once deleted."""
+    ns, tenant = installation.namespace, installation.tenant_a
+    bot = f"system:serviceaccount:{tenant}:tenant-bot"
+    name = f"coder-{secrets.token_hex(3)}"
+    model, path = f"{tenant}/{name}", f"/apis/sandfleet.dev/v1alpha1/namespaces/{tenant}"
+    ask = [{"role": "user", "content": "hello"}]
+    async with ScriptedOpenAIServer(host=BRIDGE_HOST) as upstream:
+        await _serve_running(kube, helm, installation, upstream.base_url)
+        await kube.checked("POST", f"/api/v1/namespaces/{tenant}/secrets",
+                           model_key_secret(name, "sk-served"))  # fmt: skip
+        try:
+            await kubectl.run(
+                "create",
+                "-f",
+                "-",
+                "--namespace",
+                tenant,
+                "--as",
+                bot,
+                stdin=json.dumps(served_model(name, upstream.base_url, name)),
+            )
+            await kube.wait_for(f"{path}/servedmodels/{name}",
+                                lambda r: ready_status(r.body) == "True", 60)  # fmt: skip
+            upstream.add(
+                Reply(tool_calls=[bash("mkdir -p output && echo served > output/answer.txt")]),
+                Reply(tool_calls=[submit()]),
+            )
+            address = f"http://{await service_address(kube, ns, SERVE, 'http')}/v1"
+            own = await _bot_token(kube, tenant)
+            stranger = await tenant_token(kube, installation.tenant_b)
+            async with openai.AsyncOpenAI(base_url=address, api_key=own, max_retries=0,
+                                          timeout=120) as client:  # fmt: skip
+                await _until(lambda: _lists(client, model), True)
+                answer = await client.chat.completions.create(model=model, messages=ask)
+                assert answer.choices[0].message.content == "served"
+                assert upstream.chat_requests[0].headers["authorization"] == "Bearer sk-served"
+                async with openai.AsyncOpenAI(base_url=address, api_key=stranger,
+                                              max_retries=0) as other:  # fmt: skip
+                    assert not await _lists(other, model)
+                    with pytest.raises(openai.NotFoundError):
+                        await other.chat.completions.create(model=model, messages=ask)
+                await kubectl.run("delete", "servedmodel", name, "--namespace", tenant,
+                                  "--as", bot)  # fmt: skip
+                await _until(lambda: _lists(client, model), False)
+                with pytest.raises(openai.NotFoundError) as gone:
+                    await client.chat.completions.create(model=model, messages=ask)
+                assert gone.value.code == "model_not_found"
+        finally:
+            await kube.request("DELETE", f"{path}/servedmodels/{name}")
+            await kube.request("DELETE", f"/api/v1/namespaces/{tenant}/secrets/{name}")
+
+
+async def _serve_running(
+    kube: KubeApi, helm: Helm, installation: Installation, upstream: str
+) -> None:
+    """serve in the release, as the previous test left it; switched on when it is not."""
+    ns = installation.namespace
+    found = await kube.request("GET", f"/apis/apps/v1/namespaces/{ns}/deployments/{SERVE}")
+    if found.status == 200:
+        return
+    gateway = await service_address(kube, ns, GATEWAY, "grpc")
+    values = serve_values(installation.values, tenant=installation.tenant_a, gateway=gateway,
+                          upstream=upstream)  # fmt: skip
+    await helm.run_async(
+        "upgrade", RELEASE, str(CHART_DIR), "--namespace", ns,
+        *helm.values_args(values=values), "--wait", "--timeout", "4m",
+    )  # fmt: skip
+
+
+async def _bot_token(kube: KubeApi, namespace: str) -> str:
+    """A token of tenant-bot, bound to the chart's tenant Role in `namespace`."""
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+               "spec": {"expirationSeconds": 900}}  # fmt: skip
+    answer = await kube.checked(
+        "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/tenant-bot/token", request
+    )
+    token: str = answer["status"]["token"]
+    return token
+
+
+async def _lists(client: openai.AsyncOpenAI, model: str) -> bool:
+    return model in [m.id async for m in client.models.list()]
+
+
+async def _until(check: Callable[[], Awaitable[bool]], wanted: bool, timeout_s: float = 60) -> None:
+    """Poll `check` until it gives `wanted` (a generous bound: the watch takes a second)."""
+    async with asyncio.timeout(timeout_s):
+        while True:
+            if await check() == wanted:
+                return
+            await asyncio.sleep(0.5)
 
 
 @pytest.mark.slow

@@ -39,6 +39,8 @@ from sandfleet.api.names import (
     POOL_PLURAL,
     RUNTIME_CONTAINER,
     RUNTIME_PORT,
+    SERVED_MODEL_KIND,
+    SERVED_MODEL_PLURAL,
     SESSION_KIND,
     SESSION_PLURAL,
     SUSPEND_REASON_METADATA,
@@ -49,6 +51,7 @@ from sandfleet.api.names import (
 )
 from sandfleet.api.phases import Phase, ReclaimReason
 from sandfleet.api.pool import SandboxPoolSpec, SandboxPoolStatus
+from sandfleet.api.served_model import ServedModelSpec, ServedModelStatus, UpstreamEndpoint
 from sandfleet.api.session import (
     AGENT_RESULT_LIMIT_CHARS,
     AgentSpec,
@@ -88,6 +91,8 @@ __all__ = [
     "QUANTITY_PATTERN",
     "RUNTIME_CONTAINER",
     "RUNTIME_PORT",
+    "SERVED_MODEL_KIND",
+    "SERVED_MODEL_PLURAL",
     "SESSION_KIND",
     "SESSION_PLURAL",
     "SUSPEND_REASON_METADATA",
@@ -121,8 +126,11 @@ __all__ = [
     "SandboxSessionSpec",
     "SandboxSessionStatus",
     "SandboxTemplateSpec",
+    "ServedModelSpec",
+    "ServedModelStatus",
     "SnapshotStatus",
     "StatusCondition",
     "Toleration",
+    "UpstreamEndpoint",
     "derive_session_token",
 ]

@@ -66,6 +66,9 @@ class Reason(enum.StrEnum):
     SNAPSHOT_CORRUPT = "SnapshotCorrupt"
     """Resume found the snapshot missing, truncated or not matching its checksum."""
     RESUME_FAILED = "ResumeFailed"
+    # ServedModel Ready
+    SERVING = "Serving"
+    """serve answers the model: its upstream key (if any) read, its pool or template found."""
     # Spec problems
     INVALID_SPEC = "InvalidSpec"
     TEMPLATE_NOT_FOUND = "TemplateNotFound"

@@ -18,6 +18,8 @@ TEMPLATE_KIND: Final = "SandboxTemplate"
 TEMPLATE_PLURAL: Final = "sandboxtemplates"
 POOL_KIND: Final = "SandboxPool"
 POOL_PLURAL: Final = "sandboxpools"
+SERVED_MODEL_KIND: Final = "ServedModel"
+SERVED_MODEL_PLURAL: Final = "servedmodels"
 
 FINALIZER: Final = f"{GROUP}/finalizer"
 

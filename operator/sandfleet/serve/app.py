@@ -35,6 +35,7 @@ from sandfleet.serve.exchanges import CONVERSATION_HEADER, ChatExchange, Respons
 from sandfleet.serve.files import output_file
 from sandfleet.serve.handoff import conversation_of
 from sandfleet.serve.metrics import ServeMetrics
+from sandfleet.serve.model_access import check_visible, visible_models
 from sandfleet.serve.requests import client_token_of, read_json, tenant_of
 from sandfleet.serve.service import Running, ServeService
 
@@ -89,6 +90,7 @@ class _Routes:
 
         async def wrapped(request: Request) -> Response:
             request.state.model = "-"
+            request.state.token = None
             started = time.perf_counter()
             try:
                 request.state.tenant = self._tenant(request)
@@ -118,17 +120,23 @@ class _Routes:
         limit = self.config.server.max_body_bytes
         return await read_json(request.stream(), request.headers.get("content-length"), limit)
 
+    async def _check_visible(self, request: Request, model: object) -> None:
+        await check_visible(self.service.access, model, request.state.token)
+
     async def list_models(self, request: Request) -> Response:
-        return JSONResponse(models_page(self.service.models))
+        names = await visible_models(self.service.access, self.service.models, request.state.token)
+        return JSONResponse(models_page(names))
 
     async def get_model(self, request: Request) -> Response:
         name = request.path_params["model"]
+        await self._check_visible(request, name)
         self.service.served(name)
         return JSONResponse(model_body(name))
 
     async def chat_completions(self, request: Request) -> Response:
         body = await self._body(request)
         wanted, model = request.headers.get(CONVERSATION_HEADER), body.get("model")
+        await self._check_visible(request, model)
         if wanted and isinstance(model, str):
             # Cluster mode: the conversation may have been started by another replica.
             await self.service.continue_conversation(wanted, request.state.tenant, model)
@@ -144,6 +152,7 @@ class _Routes:
     async def create_response(self, request: Request) -> Response:
         body = await self._body(request)
         previous, model = body.get("previous_response_id"), body.get("model")
+        await self._check_visible(request, model)
         if isinstance(previous, str) and isinstance(model, str):
             # Cluster mode: the conversation may have been started by another replica.
             key = conversation_of(previous)
@@ -206,6 +215,7 @@ class _Routes:
         if self.config.gateway.identity == "client":
             tenant, token = client_token_of(request.headers)
             self.service.tokens.remember(tenant, token)
+            request.state.token = token
             return tenant
         return tenant_of(request.headers, self.config.api_key)
 

@@ -17,6 +17,9 @@
     egress = "none"
     warm = 2                                  # local sandboxes kept started
 
+    [served_models]              # cluster mode, gateway.identity = "client" only
+    namespaces = ["team-a"]      # also serve these namespaces' ServedModel objects, live
+
 Unknown keys are refused (a typo must not pass silently); every error names its key.
 """
 
@@ -125,10 +128,23 @@ class GatewaySpec(_Strict):
     quotas then decide per client, and serve checks no key of its own)."""
 
 
+class ServedModelsWatch(_Strict):
+    """Cluster mode: also serve the ServedModel objects of these namespaces, watched live
+    (docs/serve.md); clients send "<namespace>/<name>" and see only the namespaces where
+    their token may list servedmodels. Needs gateway.identity = client."""
+
+    namespaces: list[str] = Field(min_length=1)
+    kubeconfig: Path | None = None
+    """None: KUBECONFIG, ~/.kube/config, else the pod's ServiceAccount."""
+    resync_seconds: float = Field(default=30.0, gt=0)
+    """Every object is checked again this often (a Secret created or rotated later)."""
+
+
 class ServeFile(_Strict):
     server: ServerSpec = ServerSpec()
     gateway: GatewaySpec | None = None
-    models: dict[str, ServedModelSpec]
+    models: dict[str, ServedModelSpec] = Field(default_factory=dict)
+    served_models: ServedModelsWatch | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -148,6 +164,8 @@ class ServeConfig:
     """The static key clients must present; None: no key (a loopback-only default)."""
     gateway: GatewaySpec = dataclasses.field(default_factory=GatewaySpec)
     """Cluster mode's gateway (used by models with `sandbox = "cluster"`)."""
+    served_models: ServedModelsWatch | None = None
+    """Cluster mode: the ServedModel objects also served (None: only `models`)."""
 
 
 Backend = Literal["local", "kubernetes"]
@@ -166,8 +184,16 @@ def load_serve_config(
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise ServeConfigError(f"{path}: {where}: {first['msg']}") from error
-    if not parsed.models:
-        raise ServeConfigError(f"{path}: models: name at least one served model")
+    if not parsed.models and parsed.served_models is None:
+        raise ServeConfigError(
+            f"{path}: models: name at least one served model (or watch served_models)"
+        )
+    for name in parsed.models:
+        if "/" in name:
+            raise ServeConfigError(
+                f"{path}: models.{name}: no '/' in a model name (\"<namespace>/<name>\" names "
+                "ServedModel objects)"
+            )
     models = {
         name: ServedModel(name, _sandbox_checked(path, name, spec, backend),
                           _agent_config(path, name, spec, env))
@@ -181,7 +207,14 @@ def load_serve_config(
                 f"{path}: gateway.identity: client tokens are checked by the gateway only, so "
                 f"every model must be on the cluster (local: {', '.join(local)})"
             )
-        return ServeConfig(parsed.server, models, None, gateway=gateway)
+        return ServeConfig(
+            parsed.server, models, None, gateway=gateway, served_models=parsed.served_models
+        )
+    if parsed.served_models is not None:
+        raise ServeConfigError(
+            f"{path}: served_models: needs gateway.identity = client (a tenant sees the "
+            "namespaces its own Kubernetes token may list servedmodels in)"
+        )
     return ServeConfig(
         parsed.server, models, _server_key(path, parsed.server, env), gateway=gateway
     )
@@ -235,10 +268,16 @@ def _agent_config(
         raise ServeConfigError(
             f"{path}: models.{name}.upstream.base_url: give an http:// or https:// URL"
         )
+    return agent_config(spec, _upstream_key(path, name, upstream, env))
+
+
+def agent_config(spec: ServedModelSpec, api_key: str | None) -> AgentConfig:
+    """The loop's settings of a served model whose upstream key is `api_key`."""
+    upstream = spec.upstream
     return AgentConfig(
         model=upstream.model,
         base_url=upstream.base_url,
-        api_key=_upstream_key(path, name, upstream, env),
+        api_key=api_key,
         max_turns=spec.max_turns,
         max_tokens=spec.max_tokens,
         temperature=spec.temperature,

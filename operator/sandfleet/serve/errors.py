@@ -43,6 +43,18 @@ def bad_request(message: str, param: str | None = None, code: str | None = None)
     return ApiError(400, message, param=param, code=code)
 
 
+def model_not_found(name: str) -> ApiError:
+    """404 as the OpenAI API answers an unknown model; the served names are not listed:
+    a ServedModel is visible only to its namespace's tenants (GET /v1/models lists yours)."""
+    return ApiError(
+        404,
+        f"the model {name!r} does not exist here or you do not have access to it "
+        "(GET /v1/models lists the models you may use)",
+        param="model",
+        code="model_not_found",
+    )
+
+
 def upstream_failed(model: str, message: str) -> ApiError:
     """The upstream endpoint of `model` failed (down, an error status, garbage)."""
     return ApiError(

@@ -23,7 +23,7 @@ UNKNOWN_MODEL: Final = "-"
 
 class ServeMetrics:
     def __init__(self, models: Iterable[str]) -> None:
-        self._models = frozenset(models)
+        self._models = set(models)
         self.registry = reg = CollectorRegistry()
         self._requests = Counter(
             "sandfleet_serve_requests", "Requests answered, by model, endpoint and HTTP status.",
@@ -63,6 +63,11 @@ class ServeMetrics:
             "sandfleet_serve_rate_limited", "Requests refused with 429 (a tenant at its limit).",
             ["model"], registry=reg,
         )  # fmt: skip
+
+    def add_model(self, name: str) -> None:
+        """Label a model served from now on by its name (a ServedModel object: the label
+        values stay as many as the objects)."""
+        self._models.add(name)
 
     def label(self, model: str) -> str:
         return model if model in self._models else UNKNOWN_MODEL

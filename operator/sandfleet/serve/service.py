@@ -15,8 +15,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from sandfleet.agent import OpenAIChatModel, StopReason, Task, openai_model
-from sandfleet.backends.local import LocalSandboxConfig
+from sandfleet.agent import StopReason, Task
 from sandfleet.errors import SandfleetError
 from sandfleet.logs import get_logger
 from sandfleet.sandbox.copy_back import CopyLimits
@@ -24,7 +23,13 @@ from sandfleet.sandbox.facade import Sandbox
 from sandfleet.serve.config import ServeConfig, ServedModel
 from sandfleet.serve.conversations import Conversation, ConversationStore
 from sandfleet.serve.engine import Emit, Outcome, StepEvent, forget_answer, run_loop
-from sandfleet.serve.errors import ApiError, bad_request, claim_failed, upstream_failed
+from sandfleet.serve.errors import (
+    ApiError,
+    bad_request,
+    claim_failed,
+    model_not_found,
+    upstream_failed,
+)
 from sandfleet.serve.handoff import (
     conversation_of,
     history_of,
@@ -35,8 +40,12 @@ from sandfleet.serve.handoff import (
 )
 from sandfleet.serve.limits import TenantLimiter
 from sandfleet.serve.metrics import ServeMetrics
+from sandfleet.serve.model_access import NamespaceAccess
+from sandfleet.serve.model_watch import ServedModels
+from sandfleet.serve.registry import ModelTable
 from sandfleet.serve.requests import ClientTokens
-from sandfleet.serve.sandboxes import AfterAnswer, LocalSandboxSource, SandboxSource
+from sandfleet.serve.sandboxes import AfterAnswer, SandboxSource, close_quietly
+from sandfleet.serve.served_models import namespace_of
 
 log = get_logger(__name__)
 
@@ -83,9 +92,11 @@ class Job:
 class ServeService:
     def __init__(self, config: ServeConfig, *, files_root: Path | None = None) -> None:
         self.config = config
-        self.models = config.models
         server = config.server
         self.metrics = ServeMetrics(config.models)
+        self.table = ModelTable(config, self.metrics)
+        self.models = self.table.models
+        """The models served now, by name (ServedModel objects change it live)."""
         self.limiter = TenantLimiter(server.max_concurrent_per_tenant)
         self.store = ConversationStore(
             ttl_s=server.conversation_ttl_seconds, release=self._release,
@@ -95,25 +106,33 @@ class ServeService:
         self.files_root = files_root or Path(tempfile.mkdtemp(prefix="sandfleet-serve-"))
         self._limits = CopyLimits(max_bytes=server.max_output_bytes,
                                   max_files=server.max_output_files)  # fmt: skip
-        self._sources = _sources(config)
-        self._upstreams: dict[str, OpenAIChatModel] = {}
         self.tokens = ClientTokens()
         """gateway.identity = client: each tenant's latest bearer token, claimed with."""
         self._after_answer = AfterAnswer()
+        self.watch = ServedModels.configured(config, self)
+        """Cluster mode with served_models: the ServedModel objects, watched."""
+        self.access: NamespaceAccess | None = None if self.watch is None else self.watch.access
 
     async def start(self) -> None:
-        for name, served in self.models.items():
-            self._upstreams[name] = openai_model(served.agent)
-            self._sources[name].start()
+        self.table.start()
         self.store.start()
+        if self.watch is not None:
+            self.watch.start()
 
     async def aclose(self) -> None:
+        if self.watch is not None:
+            await self.watch.aclose()
         await self._after_answer.aclose()
         await self.store.aclose()
-        await asyncio.gather(*(source.aclose() for source in self._sources.values()))
-        await asyncio.gather(*(model.aclose() for model in self._upstreams.values()))
+        await self.table.aclose()
         if self._own_root:
             await asyncio.to_thread(_remove_tree, self.files_root)
+
+    def put_model(self, served: ServedModel) -> None:
+        self.table.put(served)
+
+    def drop_model(self, name: str) -> None:
+        self.table.drop(name)
 
     def served(self, name: object) -> ServedModel:
         """The served model `name`; ApiError 400 (param `model`) for any other."""
@@ -121,11 +140,7 @@ class ServeService:
             raise bad_request("`model` is required: name a served model", "model")
         served = self.models.get(name)
         if served is None:
-            known = ", ".join(sorted(self.models))
-            raise bad_request(
-                f"the model {name!r} is not served here (served: {known})",
-                "model", "model_not_found",
-            )  # fmt: skip
+            raise model_not_found(name)
         return served
 
     def start_job(self, job: Job) -> Running:
@@ -143,6 +158,10 @@ class ServeService:
         Raises ApiError for what a client must hear as an error (502 for the upstream, 503
         when no sandbox starts); CancelledError when the client went away.
         """
+        with self.table.in_use(job.served):
+            return await self._run(job, emit)
+
+    async def _run(self, job: Job, emit: Emit) -> Outcome:
         served = job.served
         sandbox: Sandbox | None = await self._sandbox_for(job)
         kept = False
@@ -186,7 +205,9 @@ class ServeService:
     async def _run_in(self, job: Job, sandbox: Sandbox, emit: Emit) -> Outcome:
         served = job.served
         sampling = job.sampling
-        upstream = self._upstreams[served.name].with_sampling(
+        client = self.table.entry(served).upstream
+        assert client is not None  # opened at start, or when the model was added
+        upstream = client.with_sampling(
             temperature=sampling.temperature, top_p=sampling.top_p, seed=sampling.seed
         )
         config = served.agent
@@ -243,21 +264,28 @@ class ServeService:
         return True
 
     def _source(self, job: Job) -> SandboxSource:
-        return self._sources[job.served.name]
+        return self.table.entry(job.served).source
 
     def warm_sandboxes(self) -> int:
         """Started sandboxes waiting for a request, over every served model."""
-        return sum(source.ready for source in self._sources.values())
+        return sum(source.ready for source in self.table.sources())
 
     def open_sandboxes(self) -> int:
         """Sandboxes started and not closed, over every served model (warm ones included)."""
-        return sum(source.open for source in self._sources.values())
+        return sum(source.open for source in self.table.sources())
 
     async def _release(self, conversation: Conversation) -> None:
-        self._sources[conversation.model].release(conversation.sandbox)
+        entry = self.table.named(conversation.model)
+        if entry is None:  # its ServedModel was deleted: the session still goes
+            await close_quietly(conversation.sandbox)
+        else:
+            entry.source.release(conversation.sandbox)
 
     def on_cluster(self, model: str) -> bool:
-        return self.models[model].spec.sandbox == "cluster"
+        served = self.models.get(model)
+        if served is None:
+            return namespace_of(model) is not None
+        return served.spec.sandbox == "cluster"
 
     async def _used_elsewhere(self, conversation: Conversation) -> float | None:
         if not self.on_cluster(conversation.model):
@@ -290,7 +318,7 @@ class ServeService:
         key = conversation_of(response_id)
         if key is None:
             return False
-        for model in self.models:
+        for model in list(self.models):
             if key not in self.store.conversations:
                 await self.continue_conversation(key, tenant, model)
         conversation = self.store.conversations.get(key)
@@ -300,7 +328,10 @@ class ServeService:
         return True
 
     async def _adopt(self, key: str, tenant: str, model: str) -> None:
-        source = self._sources[model]
+        entry = self.table.named(model)
+        if entry is None:
+            return
+        source = entry.source
         try:
             sandbox = await source.take(key, token=self.tokens.get(tenant))
         except (SandfleetError, OSError) as error:
@@ -315,31 +346,6 @@ class ServeService:
         conversation = Conversation(key, model, tenant, sandbox, history_of(state))
         self.store.add(conversation)
         log.info("serve_conversation_continued_here", conversation=key)
-
-
-def _sources(config: ServeConfig) -> dict[str, SandboxSource]:
-    """Each served model's sandbox source. Cluster mode resolves the gateway and serve's
-    identity here, so a missing address or token fails at start (GatewayConfigError)."""
-    sources: dict[str, SandboxSource] = {}
-    target = None
-    for name, served in config.models.items():
-        spec = served.spec
-        if spec.sandbox == "cluster":
-            from sandfleet.serve.cluster_sandboxes import ClusterSandboxSource, resolve_target
-
-            target = target or resolve_target(config.gateway)
-            sources[name] = ClusterSandboxSource(
-                target, config.gateway, spec,
-                conversation_ttl_s=config.server.conversation_ttl_seconds,
-            )  # fmt: skip
-            continue
-        local = LocalSandboxConfig(
-            isolation=spec.isolation, egress=spec.egress, state_dir=config.server.state_dir
-        )
-        sources[name] = LocalSandboxSource(
-            local, tool_timeout_s=spec.tool_timeout_seconds, warm=spec.warm
-        )
-    return sources
 
 
 _FAILED = frozenset({StopReason.MODEL_ERROR, StopReason.SANDBOX_LOST})

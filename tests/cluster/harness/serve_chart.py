@@ -77,3 +77,34 @@ with client({first!r}) as a, client({second!r}) as b:
     out["deleted"] = b.responses.with_raw_response.delete(two.parse().id).status_code
 print(json.dumps(out))
 """
+
+
+def served_model(name: str, upstream: str, secret: str) -> dict[str, Any]:
+    """A ServedModel claiming from the tenant's warm pool, its key in the Secret `secret`."""
+    return {
+        "apiVersion": "sandfleet.dev/v1alpha1",
+        "kind": "ServedModel",
+        "metadata": {"name": name},
+        "spec": {
+            "upstream": {"baseURL": upstream, "model": "m",
+                         "apiKeySecretRef": {"name": secret, "key": "api-key"}},
+            "poolRef": {"name": "warm"},
+            "maxTurns": 5,
+        },
+    }  # fmt: skip
+
+
+def model_key_secret(name: str, key: str) -> dict[str, Any]:
+    """The upstream key Secret, labelled so that served models may use it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "labels": {"sandfleet.dev/model-credentials": "true"}},
+        "stringData": {"api-key": key},
+    }
+
+
+def ready_status(body: dict[str, Any]) -> str | None:
+    """The status of an object's Ready condition (None before serve wrote one)."""
+    conditions = (body.get("status") or {}).get("conditions") or []
+    return next((c["status"] for c in conditions if c.get("type") == "Ready"), None)

@@ -33,11 +33,13 @@ PLURALS = {
     api.SESSION_KIND: api.SESSION_PLURAL,
     api.TEMPLATE_KIND: api.TEMPLATE_PLURAL,
     api.POOL_KIND: api.POOL_PLURAL,
+    api.SERVED_MODEL_KIND: api.SERVED_MODEL_PLURAL,
 }
 MODELS: dict[str, dict[str, type[pydantic.BaseModel]]] = {
     api.SESSION_KIND: {"spec": api.SandboxSessionSpec, "status": api.SandboxSessionStatus},
     api.TEMPLATE_KIND: {"spec": api.SandboxTemplateSpec},
     api.POOL_KIND: {"spec": api.SandboxPoolSpec, "status": api.SandboxPoolStatus},
+    api.SERVED_MODEL_KIND: {"spec": api.ServedModelSpec, "status": api.ServedModelStatus},
 }
 """The model of each top-level part of each kind; a part without a model must not exist."""
 
@@ -219,7 +221,7 @@ def test_crd_defaults_are_the_model_defaults(folder: str, kind: str, part: str) 
         assert as_model == field.get_default(call_default_factory=True), path
 
 
-@pytest.mark.parametrize("kind", [api.SESSION_KIND, api.TEMPLATE_KIND, api.POOL_KIND])
+@pytest.mark.parametrize("kind", list(MODELS))
 def test_the_specs_have_defaults_to_compare(kind: str) -> None:
     node = crd_schema("manifests", kind)["properties"]["spec"]
     shared = compare(MODELS[kind]["spec"], node, kind).shared

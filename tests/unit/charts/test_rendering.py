@@ -187,7 +187,9 @@ def test_the_session_editor_role_reaches_sessions_but_no_secrets(helm: Helm) -> 
     assert ("sandfleet.dev", "sandboxsessions", "create") in granted
     assert ("sandfleet.dev", "sandboxsessions", "delete") in granted
     assert not {(g, r, v) for g, r, v in granted if r in {"secrets", "services/proxy"}}
-    assert not {(g, r, v) for g, r, v in granted if r != "sandboxsessions" and v == "create"}
+    # Besides sessions, tenants create only their served models (serve's ServedModel objects).
+    created = {r for g, r, v in granted if v == "create"}
+    assert created == {"sandboxsessions", "servedmodels"}
 
 
 def test_the_default_template_is_egress_none_and_sandboxes_get_small_requests(

@@ -126,3 +126,51 @@ def test_with_client_identity_no_key_is_needed_and_clients_tokens_claim(
     )  # fmt: skip
     spec = only(rendered, "Deployment", SERVE)["spec"]["template"]["spec"]
     assert "SANDFLEET_SERVE_API_KEY" not in {e["name"] for e in spec["containers"][0]["env"]}
+
+
+CLIENT = {**ON["serve"], "identity": "client", "apiKeySecret": {"name": ""}}
+
+
+def test_with_client_identity_it_serves_the_tenants_served_models_with_least_privilege(
+    helm: Helm, tmp_path: Path
+) -> None:
+    values = {**ON, "tenants": [{"namespace": "team-a"}, {"namespace": "team-b"}],
+              "serve": {**CLIENT, "models": {}}}  # fmt: skip
+    rendered = helm.template(values=values)
+    path = tmp_path / "serve.yaml"
+    path.write_text(only(rendered, "ConfigMap", SERVE)["data"]["serve.yaml"])
+    config = load_serve_config(path, {}, backend="kubernetes")
+    assert config.models == {}  # the ServedModels alone
+    assert config.served_models is not None
+    assert config.served_models.namespaces == ["team-a", "team-b"]
+    spec = only(rendered, "Deployment", SERVE)["spec"]["template"]["spec"]
+    assert spec["automountServiceAccountToken"] is True  # the API server: watch, reviews
+    roles = [m for m in rendered if m["kind"] == "Role" and m["metadata"]["name"] ==
+             f"{SERVE}-served-models"]  # fmt: skip
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
+    rules = {(tuple(r["resources"]), tuple(r["verbs"])) for r in roles[0]["rules"]}
+    assert rules == {
+        (("servedmodels",), ("get", "list", "watch")),
+        (("servedmodels/status",), ("patch",)),
+        (("sandboxpools", "sandboxtemplates"), ("get",)),
+        (("secrets",), ("get",)),  # by name only: never list or watch
+    }
+    (cluster_role,) = [m for m in rendered if m["kind"] == "ClusterRole" and SERVE in str(m)]
+    assert {r["resources"][0] for r in cluster_role["rules"]} == {
+        "tokenreviews", "subjectaccessreviews",
+    }  # fmt: skip
+    policy = only(rendered, "NetworkPolicy", SERVE)["spec"]
+    egress_ports = {p["port"] for rule in policy["egress"] for p in rule.get("ports", [])}
+    assert {443, 6443} <= egress_ports  # the API server
+    editor = next(m for m in rendered if m["kind"] == "Role"
+              and m["metadata"]["name"] == "sandfleet-session-editor")  # fmt: skip
+    (tenant_rule,) = [r for r in editor["rules"] if r["resources"] == ["servedmodels"]]
+    assert {"create", "list", "update", "delete"} <= set(tenant_rule["verbs"])
+
+
+def test_served_models_off_keeps_serve_off_the_api_server(helm: Helm) -> None:
+    rendered = helm.template(values={**ON, "serve": {**CLIENT, "servedModels": False}})
+    spec = only(rendered, "Deployment", SERVE)["spec"]["template"]["spec"]
+    assert spec["automountServiceAccountToken"] is False
+    assert "served_models" not in only(rendered, "ConfigMap", SERVE)["data"]["serve.yaml"]
+    assert not [m for m in rendered if m["kind"].startswith("Cluster") and SERVE in str(m)]

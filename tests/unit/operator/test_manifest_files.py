@@ -23,17 +23,23 @@ CRD_FILES = {
     api.SESSION_KIND: MANIFESTS / "crds" / f"{api.SESSION_PLURAL}.{api.GROUP}.yaml",
     api.TEMPLATE_KIND: MANIFESTS / "crds" / f"{api.TEMPLATE_PLURAL}.{api.GROUP}.yaml",
     api.POOL_KIND: MANIFESTS / "crds" / f"{api.POOL_PLURAL}.{api.GROUP}.yaml",
+    api.SERVED_MODEL_KIND: MANIFESTS / "crds" / f"{api.SERVED_MODEL_PLURAL}.{api.GROUP}.yaml",
 }
 PLURALS = {
     api.SESSION_KIND: api.SESSION_PLURAL,
     api.TEMPLATE_KIND: api.TEMPLATE_PLURAL,
     api.POOL_KIND: api.POOL_PLURAL,
+    api.SERVED_MODEL_KIND: api.SERVED_MODEL_PLURAL,
 }
-SHORT_NAMES = {api.SESSION_KIND: "sbx", api.TEMPLATE_KIND: "sbxt", api.POOL_KIND: "sbxp"}
+SHORT_NAMES = {
+    api.SESSION_KIND: "sbx", api.TEMPLATE_KIND: "sbxt", api.POOL_KIND: "sbxp",
+    api.SERVED_MODEL_KIND: "sbxm",
+}  # fmt: skip
 SPEC_MODELS: dict[str, type[pydantic.BaseModel]] = {
     api.SESSION_KIND: SandboxSessionSpec,
     api.TEMPLATE_KIND: SandboxTemplateSpec,
     api.POOL_KIND: SandboxPoolSpec,
+    api.SERVED_MODEL_KIND: api.ServedModelSpec,
 }
 ALL_CRD_FILES = sorted((MANIFESTS / "crds").glob("*.yaml"))
 EXAMPLES = sorted((MANIFESTS / "examples").glob("*.yaml"))

@@ -13,6 +13,12 @@ app.kubernetes.io/name: sandfleet-serve
 app.kubernetes.io/component: serve
 {{- end }}
 
+{{- /* "true" when serve also serves the tenants' ServedModel objects (identity client only: a
+tenant sees those of the namespaces its own token may list servedmodels in). */}}
+{{- define "sandfleet.serve.watchesServedModels" -}}
+{{- if and .Values.serve.servedModels (eq .Values.serve.identity "client") }}true{{ end }}
+{{- end }}
+
 {{- /* The tenant namespace serve claims sandboxes in (checked: a tenant, so the chart made
 its sandfleet-session-editor Role there). */}}
 {{- define "sandfleet.serve.namespace" -}}
