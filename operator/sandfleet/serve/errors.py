@@ -44,10 +44,12 @@ def bad_request(message: str, param: str | None = None, code: str | None = None)
 
 
 def model_not_found(name: str) -> ApiError:
-    """404 as the OpenAI API answers an unknown model; the served names are not listed:
-    a ServedModel is visible only to its namespace's tenants (GET /v1/models lists yours)."""
+    """A 400 naming the `model` field, with the OpenAI API's code for it (the API itself
+    answers 404; an unknown model is a bad request here as every other bad field is). The
+    served names are not listed: a ServedModel is visible only to its namespace's tenants
+    (GET /v1/models lists yours)."""
     return ApiError(
-        404,
+        400,
         f"the model {name!r} does not exist here or you do not have access to it "
         "(GET /v1/models lists the models you may use)",
         param="model",

@@ -1,7 +1,7 @@
 """Who may use a ServedModel: whoever may `list servedmodels` in its namespace, as the API
 server answers a SubjectAccessReview for the caller's own token (TokenReview first; both
 cached, as the gateway's). The same question for listing and for using: a model a tenant
-cannot see it cannot use, and both look the same to a stranger (404)."""
+cannot see it cannot use, and both look the same to a stranger (400 `model_not_found`)."""
 
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ class NamespaceAccess:
 
 async def check_visible(access: NamespaceAccess | None, name: object, token: str | None) -> None:
     """A ServedModel's name ("<namespace>/<name>") is usable only by a caller who may list
-    servedmodels in its namespace; to anyone else it does not exist (404, as an unknown
-    name: whether another tenant serves it is not theirs to learn)."""
+    servedmodels in its namespace; to anyone else it does not exist (400 `model_not_found`,
+    as an unknown name: whether another tenant serves it is not theirs to learn)."""
     namespace = namespace_of(name) if isinstance(name, str) else None
     if namespace is None or access is None:
         return
