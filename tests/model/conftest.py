@@ -18,6 +18,7 @@ from tests.model.model_server import (
     ModelUnavailable,
     healthy,
     running_model_server,
+    save_prompt_cache,
     unavailable,
 )
 
@@ -25,12 +26,12 @@ from tests.model.model_server import (
 class ReusedModelServer:
     """One server for the whole tier, started again only when a test left it dead.
 
-    Reuse is the point: the first request of a fresh server spends ~60 s (at load 10) on the
+    Reuse is the point: a fresh server spends ~60 s (at load 10) of its first request on the
     ~1,100 tokens of system prompt and tool schemas every run sends, and llama.cpp keeps
-    them in its slot for the next request with the same prefix. A new server per test paid
-    that once per test. The pinned llama.cpp aborts on some model outputs (see
-    test_window_overflow_with_real_model), so a dead server is replaced before the next test
-    uses it.
+    them in its slot for the next request with the same prefix (the saved prompt cache of
+    model_server.py spares most of that for a fresh server too). The pinned llama.cpp aborts
+    on some model outputs (see test_window_overflow_with_real_model), so a dead server is
+    replaced before the next test uses it.
     """
 
     def __init__(self, log_root: Path) -> None:
@@ -47,6 +48,12 @@ class ReusedModelServer:
             log_dir.mkdir()
             self._server = self._running.enter_context(running_model_server(log_dir))
         return self._server
+
+    def keep_prompt_cache(self) -> None:
+        """Saves the slot after every test that left the server alive (~0.3 s): the tier's
+        last test is the one most likely to kill it, so a save at the end would rarely run."""
+        if self._server is not None and healthy(self._server.url):
+            save_prompt_cache(self._server)
 
     def close(self) -> None:
         self._running.close()
@@ -65,8 +72,10 @@ def reused_model_server(
 
 
 @pytest.fixture
-def model_server(reused_model_server: ReusedModelServer) -> ModelServer:
+def model_server(reused_model_server: ReusedModelServer) -> Iterator[ModelServer]:
     try:
-        return reused_model_server.live()
+        server = reused_model_server.live()
     except ModelUnavailable as error:
         unavailable(str(error))
+    yield server
+    reused_model_server.keep_prompt_cache()

@@ -56,6 +56,12 @@ class ModelCache:
         return self.root / GGUF_NAME
 
     @property
+    def prompt_slot(self) -> Path:
+        """A server slot's saved prompt cache; named after the server and the model it fits."""
+        server = SERVER_PACKAGE.replace("==", "-")
+        return self.root / f"prompt-slot-{server}-{GGUF_SHA256[:12]}.bin"
+
+    @property
     def server_stamp(self) -> Path:
         """Written after the server package installed: its content is the pinned requirement."""
         return self.venv / "sandfleet-server-installed"

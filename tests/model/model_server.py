@@ -3,14 +3,18 @@
 Shared by the model tier's fixture (tests/model/conftest.py), the managed-session test on the
 cluster and bench/bench_real_model.py: one process per use, on 127.0.0.1 and a free port, with
 1 thread (faster than 2 on a loaded 2-core machine), an 8,192-token context and the corrected
-chat template of chat_template.jinja.
+chat template of chat_template.jinja. Each server saves its slot's prompt cache into the model
+cache as it stops and the next one restores it, so no process pays for the system prompt and
+tool schemas that every run sends alike.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import time
@@ -47,10 +51,16 @@ class ModelServer:
     url: str
     model: str
     log: Path
+    cache: ModelCache
 
     @property
     def base_url(self) -> str:
         return f"{self.url}/v1"
+
+    @property
+    def slots(self) -> Path:
+        """Where the server writes and reads the slot files of /slots/0?action=save|restore."""
+        return self.log.parent / "slots"
 
 
 def unavailable(reason: str) -> NoReturn:
@@ -66,6 +76,51 @@ def healthy(url: str) -> bool:
             return bool(response.status == 200)
     except (urllib.error.URLError, OSError):
         return False
+
+
+def _slot_action(url: str, action: str, filename: str) -> bool:
+    request = urllib.request.Request(
+        f"{url}/slots/0?action={action}",
+        data=json.dumps({"filename": filename}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _restore_prompt_cache(server: ModelServer) -> None:
+    """Loads the slot a previous server saved: its ~1,100 tokens of system prompt and tools.
+
+    A fresh server spends ~60 s of CPU (load 10) on them before its first answer; llama.cpp
+    reuses a restored slot's longest common prefix with the next request, so a changed
+    prompt only costs what changed. Best effort: without the file a server starts cold.
+    """
+    saved = server.cache.prompt_slot
+    if not saved.is_file():
+        return
+    shutil.copyfile(saved, server.slots / "restore.bin")
+    _slot_action(server.url, "restore", "restore.bin")
+    (server.slots / "restore.bin").unlink()
+
+
+def save_prompt_cache(server: ModelServer) -> bool:
+    """Keeps the slot for the next server (every test process and CI run starts its own).
+
+    Call it while the server is alive and idle, after a run whose prompt starts as every
+    run's does; returns whether it was saved.
+    """
+    if not _slot_action(server.url, "save", "save.bin"):
+        return False
+    saved = server.cache.prompt_slot
+    partial = saved.with_name(f".{saved.name}.{os.getpid()}")
+    shutil.copyfile(server.slots / "save.bin", partial)
+    os.replace(partial, saved)  # whole or not at all for a concurrent reader
+    (server.slots / "save.bin").unlink()
+    return True
 
 
 def _read_address(process: subprocess.Popen[str], log: Path, deadline: float) -> str:
@@ -105,11 +160,13 @@ def running_model_server(
     if missing:
         raise ModelUnavailable("; ".join(missing) + f" (fill the cache with `{SETUP_COMMAND}`)")
     log = log_dir / "model-server.log"
+    slots = log_dir / "slots"
+    slots.mkdir(exist_ok=True)
     command = [
         str(cache.python), str(HERE / "serve.py"),
         "--model", str(cache.gguf), "--chat-template", str(CHAT_TEMPLATE),
         "--host", host, "--threads", str(threads), "--ctx-size", str(CONTEXT_TOKENS),
-        "--alias", MODEL_NAME, "--exit-with-parent",
+        "--alias", MODEL_NAME, "--slot-save-path", str(slots), "--exit-with-parent",
     ]  # fmt: skip
     deadline = time.monotonic() + START_TIMEOUT_S
     with log.open("w") as stderr:
@@ -123,6 +180,10 @@ def running_model_server(
             if process.poll() is not None or time.monotonic() > deadline:
                 raise ModelServerFailed(f"the model server at {url} never became healthy ({log})")
             time.sleep(0.2)
-        yield ModelServer(url=url, model=MODEL_NAME, log=log)
+        server = ModelServer(url=url, model=MODEL_NAME, log=log, cache=cache)
+        _restore_prompt_cache(server)
+        yield server
+        if process.poll() is None:
+            save_prompt_cache(server)
     finally:
         _stop(process)

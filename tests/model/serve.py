@@ -47,6 +47,10 @@ def main() -> None:
         "run sandfleet with --concurrency 1 against it)",
     )  # fmt: skip
     parser.add_argument(
+        "--slot-save-path", type=Path,
+        help="a folder for the /slots/0?action=save|restore files (a slot's prompt cache)",
+    )  # fmt: skip
+    parser.add_argument(
         "--exit-with-parent", action="store_true",
         help="stop when the process that started this one exits (the tests' starter)",
     )  # fmt: skip
@@ -63,6 +67,9 @@ def main() -> None:
     params.cpuparams_batch.n_threads = args.threads
     params.use_jinja = True  # the template below, and llama.cpp's tool-call parsing with it
     params.chat_template = args.chat_template.read_text()
+    if args.slot_save_path is not None:
+        # llama.cpp joins this and the request's file name without a separator.
+        params.slot_save_path = f"{args.slot_save_path}{os.sep}"
 
     stop = threading.Event()
     if args.exit_with_parent:
