@@ -44,8 +44,22 @@ from sandfleet.operator.session_status import SessionStatus
 log = get_logger(__name__)
 
 EventSink = Callable[[bool, str, str], None]
-Prepare = Callable[[str, str], Awaitable[None]]
-"""Runs on the started, bound sandbox (address, token) before the session is Ready."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PendingBind:
+    """A bind that runs while a prepare does: it starts once the prepare sets `streaming`
+    (its call is under way: the runtime holds `token_now`, the pool's, until then);
+    `bound` is done when the runtime holds the session's token."""
+
+    token_now: str
+    streaming: asyncio.Event
+    bound: asyncio.Future[None]
+
+
+Prepare = Callable[[str, str, PendingBind | None], Awaitable[None]]
+"""Runs on the started sandbox (address, the session's token, the bind still running or
+None when it is bound) and is done before the session is Ready."""
 
 
 @dataclasses.dataclass(eq=False)
@@ -194,12 +208,48 @@ async def _bind_and_prepare(
     *,
     bind: bool,
 ) -> None:
+    prepare = request.prepare
+    overlap = placement.fresh_claim and placement.pool is not None and not request.files
+    if bind and prepare is not None and overlap:
+        await _bind_while_preparing(ctx, request, placement, address, prepare)
+        laps.lap("bind_and_prepare")
+        return
     if bind:
         await _bind(ctx, request, placement, address)
         laps.lap("bind")
-    if request.prepare is not None:
-        await request.prepare(address, placement.token)
+    if prepare is not None:
+        await prepare(address, placement.token, None)
         laps.lap("prepare")
+
+
+async def _bind_while_preparing(
+    ctx: OperatorContext,
+    request: LeaseRequest,
+    placement: _Placement,
+    address: str,
+    prepare: Prepare,
+) -> None:
+    """A resume's restore starts on the freshly claimed sandbox with the pool's token, and
+    the bind runs while it streams (the runtime checks a call's token when it starts).
+    Not with input files: the bind uploads them, and a restore swapping the tree in at the
+    same time would race them (the serial path restores after they are written)."""
+    assert placement.pool is not None
+    pool_token = await _pool_token(ctx, request.session.namespace, placement.pool)
+    streaming = asyncio.Event()
+
+    async def bind_once_streaming() -> None:
+        await streaming.wait()
+        await _bind(ctx, request, placement, address)
+
+    bound = asyncio.ensure_future(bind_once_streaming())
+    try:
+        await prepare(address, placement.token, PendingBind(pool_token, streaming, bound))
+        await bound  # a failed bind fails the lease, as in the serial path
+    finally:
+        if not bound.done():
+            bound.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await bound
 
 
 async def _earlier_placement(

@@ -32,7 +32,7 @@ from sandfleet.operator.context import OperatorContext
 from sandfleet.operator.laps import Laps
 from sandfleet.operator.reclaim import delete_session, delete_session_children
 from sandfleet.operator.recycling import recycle_sandbox
-from sandfleet.operator.sandbox_lease import EventSink, Prepare, SandboxLease
+from sandfleet.operator.sandbox_lease import EventSink, PendingBind, Prepare, SandboxLease
 from sandfleet.operator.session_status import SessionStatus
 from sandfleet.operator.suspension import (
     TransitionError,
@@ -251,8 +251,8 @@ class SessionSuspender:
         )
         await self._until_released_pod_gone()
 
-        async def prepare(address: str, token: str) -> None:
-            await restore_snapshot(self._ctx, self._ref, snapshot, address, token)
+        async def prepare(address: str, token: str, pending: PendingBind | None) -> None:
+            await restore_snapshot(self._ctx, self._ref, snapshot, address, token, pending=pending)
 
         return Resume(str(state["token"]), prepare, started)
 

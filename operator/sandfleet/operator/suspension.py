@@ -15,8 +15,9 @@ replays the shells' state, before the session reports Ready.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from sandfleet.api import Reason
@@ -27,6 +28,7 @@ from sandfleet.fleet.resources import ObjectRef
 from sandfleet.logs import get_logger
 from sandfleet.operator.context import OperatorContext
 from sandfleet.operator.laps import Laps
+from sandfleet.operator.sandbox_lease import PendingBind
 from sandfleet.snapshots.archive import split_state, with_state
 from sandfleet.snapshots.shell_state import capture, live_sessions, reestablish
 from sandfleet.snapshots.store import (
@@ -169,30 +171,75 @@ async def restore_snapshot(
     snapshot: Mapping[str, Any],
     address: str,
     token: str,
+    *,
+    pending: PendingBind | None,
 ) -> None:
-    """The working tree and the shells' state back in the bound sandbox at `address`."""
+    """The working tree and the shells' state back in the sandbox at `address`. With
+    `pending` the tree streams in while the bind runs (with the token the runtime holds
+    until then); the shells, which the bind would close, are replayed once it is done."""
+    client = RuntimeClient(
+        address, token if pending is None else pending.token_now, rpc_timeout_s=RPC_TIMEOUT_S
+    )
+    laps = Laps()
+    streaming = pending.streaming.set if pending is not None else None
+    try:
+        try:
+            state = await _restore_tree(ctx, session, snapshot, client, streaming)
+        except _RefusedTokenError:
+            if pending is None:
+                raise
+            await pending.bound  # the bind won the race: the session's token it is
+            client.rotate_token(token)
+            state = await _restore_tree(ctx, session, snapshot, client, None)
+        laps.lap("tree")
+        if pending is not None:
+            await pending.bound
+            client.rotate_token(token)
+            laps.lap("bound")
+        await reestablish(client, state["shells"], ("", ""))
+        laps.lap("shells")
+        log.info("snapshot_restored", session=f"{session.namespace}/{session.name}",
+                 steps_ms=laps.ms)  # fmt: skip
+    except _RefusedTokenError as exc:
+        raise TransitionError(Reason.RESUME_FAILED, "runtime", str(exc.__cause__)) from None
+    finally:
+        await client.close()
+
+
+class _RefusedTokenError(Exception):
+    """The runtime refused the call's token (UNAUTHENTICATED); the cause says how."""
+
+
+async def _restore_tree(
+    ctx: OperatorContext,
+    session: ObjectRef,
+    snapshot: Mapping[str, Any],
+    client: RuntimeClient,
+    streaming: Callable[[], None] | None,
+) -> dict[str, Any]:
+    """RestoreTree from the store's read of the snapshot; returns the state member.
+    `streaming` is called once the call sends the archive (and at its end, at the latest).
+    TransitionError (corrupt, the runtime failed) or _RefusedTokenError."""
     store = _store(ctx, "resume")
     chunks = store.read(snapshot_key(session), stored_of(session, snapshot))
-    client = RuntimeClient(address, token, rpc_timeout_s=RPC_TIMEOUT_S)
     corrupt: list[SnapshotCorruptError] = []
 
     async def tree(rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         try:
             async for chunk in rest:
+                if streaming is not None:
+                    streaming()
                 yield chunk
         except SnapshotCorruptError as exc:  # the checksum is known at the end of the read
             corrupt.append(exc)
             raise
 
-    laps = Laps()
     try:
         state, rest = await split_state(chunks)
         await client.restore(tree(rest), extra_roots=state.get("extra_roots") or ())
-        laps.lap("tree")
-        await reestablish(client, state["shells"], ("", ""))
-        laps.lap("shells")
-        log.info("snapshot_restored", session=f"{session.namespace}/{session.name}",
-                 steps_ms=laps.ms)  # fmt: skip
+        if streaming is not None:
+            streaming()
+        return state
     except SnapshotCorruptError as exc:
         raise TransitionError(Reason.SNAPSHOT_CORRUPT, "corrupt", str(exc)) from None
     except asyncio.CancelledError:
@@ -204,10 +251,11 @@ async def restore_snapshot(
     except SandfleetError as exc:
         if corrupt:
             raise TransitionError(Reason.SNAPSHOT_CORRUPT, "corrupt", str(corrupt[0])) from None
+        if "UNAUTHENTICATED" in str(exc):  # calls.translate names the status
+            raise _RefusedTokenError from exc
         raise TransitionError(Reason.RESUME_FAILED, "runtime", str(exc)) from None
     finally:
         await _close(chunks)
-        await client.close()
 
 
 async def drop_snapshot(ctx: OperatorContext, session: ObjectRef) -> None:
@@ -229,5 +277,10 @@ def _being_cancelled() -> bool:
 
 async def _close(chunks: AsyncIterator[bytes]) -> None:
     close = getattr(chunks, "aclose", None)
-    if close is not None:
+    if close is None:
+        return
+    # RuntimeError "already running": a refused call's request stream is still being read by
+    # grpc's sending task, which is cancelled with the call; that ends the read (and closes
+    # the store's handle) on its way out.
+    with contextlib.suppress(RuntimeError):
         await close()

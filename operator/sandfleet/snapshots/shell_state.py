@@ -7,6 +7,7 @@ they live in the bash process, which a suspend ends.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import re
@@ -65,27 +66,34 @@ async def reestablish(
     client: RuntimeClient, states: Mapping[str, Mapping[str, Any]], moved: tuple[str, str]
 ) -> None:
     """Bring each saved session's environment and working directory back in a fresh
-    session; `moved` = (old prefix, new prefix) of host paths (isolation "none")."""
+    session, one command each, the sessions at once; `moved` = (old prefix, new prefix) of
+    host paths (isolation "none")."""
     old, new = moved
-    for session, saved in states.items():
-        fresh = await _read(client, session)
+
+    async def one(session: str, saved: Mapping[str, Any]) -> None:
         env = {k: _move(str(v), old, new) for k, v in dict(saved["env"]).items()}
-        script = _script(env, fresh["env"], _move(str(saved["cwd"]), old, new))
-        if script:
-            result = await client.run_command(script, session=session, timeout_s=_TIMEOUT_S)
-            if result.exit_code not in (0, None):
-                log.warning(
-                    "shell_state_partly_restored", session=session, output=result.stdout[-500:]
-                )
+        script = _script(env, _move(str(saved["cwd"]), old, new))
+        result = await client.run_command(script, session=session, timeout_s=_TIMEOUT_S)
+        if result.exit_code not in (0, None):
+            log.warning("shell_state_partly_restored", session=session, output=result.stdout[-500:])
+
+    await asyncio.gather(*(one(session, saved) for session, saved in states.items()))
 
 
-def _script(saved: Mapping[str, str], fresh: Mapping[str, str], cwd: str) -> str:
-    lines = [
-        f"export {name}={shlex.quote(value)}"
-        for name, value in sorted(saved.items())
-        if _restorable(name) and fresh.get(name) != value
-    ]
-    lines += [f"unset {name}" for name in sorted(fresh) if _restorable(name) and name not in saved]
+_UNSET_OTHERS = """for __sf_name in $(compgen -e); do
+  case "$__sf_name" in {skipped}) continue ;; esac
+  case " {saved} " in *" $__sf_name "*) ;; *) unset "$__sf_name" 2>/dev/null ;; esac
+done
+unset __sf_name"""
+"""Unsets what the fresh shell exports and the saved one did not (in the shell itself: no
+round trip to read the fresh environment first); bash's own and the launcher's stay."""
+
+
+def _script(saved: Mapping[str, str], cwd: str) -> str:
+    kept = sorted(name for name in saved if _restorable(name))
+    skipped = "|".join([*sorted(VOLATILE), f"{_OWN_PREFIX}*"])
+    lines = [_UNSET_OTHERS.format(skipped=skipped, saved=" ".join(kept))]
+    lines += [f"export {name}={shlex.quote(saved[name])}" for name in kept]
     lines.append(f"cd -- {shlex.quote(cwd)}")
     return "\n".join(lines)
 

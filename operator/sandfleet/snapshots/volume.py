@@ -32,6 +32,14 @@ from sandfleet.snapshots.store import (
 _CHUNK = 1 << 20
 
 
+def _read_hashed(handle: BinaryIO, digest: hashlib._Hash) -> bytes:
+    """The next chunk, hashed in the reading thread (sha256 releases the GIL on large
+    buffers: the event loop is not held for it)."""
+    chunk = handle.read(_CHUNK)
+    digest.update(chunk)
+    return chunk
+
+
 class VolumeSnapshotStore:
     """A SnapshotStore on a local or mounted filesystem (the chart's PersistentVolumeClaim)."""
 
@@ -92,9 +100,8 @@ class VolumeSnapshotStore:
         digest = hashlib.sha256()
         size = 0
         try:
-            while chunk := await asyncio.to_thread(handle.read, _CHUNK):
+            while chunk := await asyncio.to_thread(_read_hashed, handle, digest):
                 size += len(chunk)
-                digest.update(chunk)
                 yield chunk
         finally:
             await asyncio.to_thread(handle.close)

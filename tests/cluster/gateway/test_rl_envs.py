@@ -99,7 +99,7 @@ async def test_a_claimed_sandbox_forks_through_the_gateway_and_forks_reset_to_th
     kube: KubeApi, namespace: str, start_gateway: StartGateway
 ) -> None:
     """Needs a runtime image with RestoreTree working on its Python (Debian's 3.11.2 has no
-    tarfile filters; runtime/sandfleet_runtime/tree_archive.py has its own since this test)."""
+    tarfile filters; runtime/sandfleet_runtime/tree_unpack.py has its own since this test)."""
     await create_pool(kube, namespace, "forks", 2)
     gateway = await start_gateway()
     token = await tenant_token(kube, namespace)

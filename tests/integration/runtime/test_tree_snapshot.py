@@ -14,7 +14,7 @@ import pytest
 
 from sandfleet.clients.runtime.client import RuntimeClient
 from sandfleet.errors import ToolError
-from sandfleet_runtime import tree_archive
+from sandfleet_runtime import tree_unpack
 from tests.integration.runtime.tree_support import BINARY, make_sample_tree, tree_picture
 from tests.support.runtime_server import running_runtime
 
@@ -27,7 +27,7 @@ def tar_filter(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     Python without one (Debian's 3.11.2 in runtime images). The runtimes run in-process,
     so forcing the fallback here forces it on them."""
     if request.param == "fallback":
-        monkeypatch.setattr(tree_archive, "_STDLIB_DATA_FILTER", None)
+        monkeypatch.setattr(tree_unpack, "_STDLIB_DATA_FILTER", None)
     return str(request.param)
 
 

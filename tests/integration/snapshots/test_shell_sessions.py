@@ -38,3 +38,20 @@ async def test_each_open_session_is_kept_not_only_default(tmp_path: Path) -> Non
             await client.close()
     assert build.stdout.splitlines() == [str(tmp_path / "after" / "b"), "two words|"]
     assert other.stdout == "|1\n"
+
+
+async def test_what_only_the_fresh_shell_exports_is_unset_but_the_launchers_own_stays(
+    tmp_path: Path,
+) -> None:
+    states = {"default": {"cwd": str(tmp_path), "env": {"KEPT": "it's kept", "PATH": "/bin"}}}
+    fresh_env = (("PATH", "/usr/bin:/bin"), ("FRESH_ONLY", "x"), ("SANDFLEET_SANDBOX_ID", "s1"))
+    async with running_runtime(tmp_path, shell_env=fresh_env) as (server, token):
+        client = RuntimeClient(f"127.0.0.1:{server.port}", token)
+        try:
+            await reestablish(client, states, ("", ""))
+            seen = await client.run_command(
+                'echo "$KEPT|${FRESH_ONLY-unset}|$SANDFLEET_SANDBOX_ID|$PATH"; pwd'
+            )
+        finally:
+            await client.close()
+    assert seen.stdout.splitlines() == ["it's kept|unset|s1|/bin", str(tmp_path)]
