@@ -199,6 +199,6 @@ class Resetter:
         if self._limits is not None:
             self._limits.kill_all()
         if self._owns_process:
-            left = kill_until_gone(_descendants, deadline_s=_KILL_DEADLINE_S)
+            left = kill_until_gone(_descendants, deadline_s=_KILL_DEADLINE_S, stop_first=True)
             if left:
                 log.warning("reset_processes_survived", extra={"count": left})

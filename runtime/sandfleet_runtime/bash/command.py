@@ -61,10 +61,18 @@ class CommandResult:
     """The shell's working directory afterwards (the start directory for a new shell)."""
 
 
-async def kill_started(processes: SessionProcesses, scope: CommandScope, deadline_s: float) -> int:
-    """Kills what the command of `scope` (or a later one) started; returns how many."""
+async def kill_started(
+    processes: SessionProcesses, scope: CommandScope, deadline_s: float, *, stop_first: bool = False
+) -> int:
+    """Kills what the command of `scope` (or a later one) started; returns how many are left.
+
+    `stop_first` (kill_until_gone) only for an earlier command's processes, never for the
+    one the shell is running.
+    """
     select = functools.partial(processes.started_by, scope)
-    return await asyncio.to_thread(kill_until_gone, select, deadline_s=deadline_s)
+    return await asyncio.to_thread(
+        kill_until_gone, select, deadline_s=deadline_s, stop_first=stop_first
+    )
 
 
 def _signal_started(processes: SessionProcesses, scope: CommandScope, signum: int) -> None:

@@ -271,13 +271,32 @@ def kill_until_gone(
     select: Callable[[dict[int, ProcessInfo]], Collection[int]],
     *,
     deadline_s: float = 5.0,
+    stop_first: bool = False,
 ) -> int:
-    """Stops, then SIGKILLs, what `select` picks from a fresh process table until it picks nothing.
+    """SIGKILLs what `select` picks from a fresh process table until it picks nothing.
 
-    Blocking; run it in a worker thread. Returns the number of processes still selected at
-    the deadline (0 on success).
+    Repeating the scan is what stops a forking loop: each round kills the processes that
+    the previous round's victims managed to fork. `stop_first` stops them all before any
+    dies (stop_then_kill), which a fork bomb at its process limit needs; never use it for
+    the command a shell is waiting on: a stopped child lets the shell go on to the next
+    command of its list. Blocking; run it in a worker thread. Returns the number of
+    processes still selected at the deadline (0 on success).
     """
-    return stop_then_kill(lambda: select(process_table()), deadline_s=deadline_s)
+    if stop_first:
+        return stop_then_kill(lambda: select(process_table()), deadline_s=deadline_s)
+    deadline = time.monotonic() + deadline_s
+    pause = 0.001
+    while True:
+        targets = select(process_table())
+        if not targets:
+            return 0
+        signal_all(targets, signal.SIGKILL)
+        if time.monotonic() >= deadline:
+            return len(targets)
+        # Killed processes need a moment to leave /proc; back off so a process stuck in
+        # uninterruptible sleep does not turn this into a busy loop.
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 def stop_then_kill(list_targets: Callable[[], Collection[int]], *, deadline_s: float) -> int:

@@ -171,7 +171,8 @@ class BashSession:
         if self._command is not None:
             self._command.fire(Outcome.INTERRUPTED, note, hard=True)
         async with self._lock:
-            await asyncio.to_thread(kill_until_gone, self.processes.members)
+            # The shell goes too, so stopping first cannot let it run on (kill_until_gone).
+            await asyncio.to_thread(kill_until_gone, self.processes.members, stop_first=True)
             if self._shell is not None:
                 await asyncio.wait({self._shell.exited}, timeout=SHELL_RESPONSE_S)
             self._retire_shell()
@@ -317,7 +318,9 @@ class BashSession:
         )
         if len(started) * 2 < limits.max_processes:
             return
-        await kill_started(self.processes, previous, 5.0)
+        # An earlier command's processes: the shell waits on none of them, so they can be
+        # stopped before they are killed (a fork bomb refills every slot a kill frees).
+        await kill_started(self.processes, previous, 5.0, stop_first=True)
         log.warning(
             "process_limit_breach_stopped", extra={"session": self.name, "count": len(started)}
         )
