@@ -206,7 +206,7 @@ async def restore_snapshot(
         await client.close()
 
 
-class _RefusedTokenError(Exception):
+class _RefusedTokenError(SandfleetError):
     """The runtime refused the call's token (UNAUTHENTICATED); the cause says how."""
 
 
