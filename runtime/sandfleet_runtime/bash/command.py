@@ -66,7 +66,7 @@ async def kill_started(
 ) -> int:
     """Kills what the command of `scope` (or a later one) started; returns how many are left.
 
-    `stop_first` (kill_until_gone) only for an earlier command's processes, never for the
+    `stop_first` (kill_until_none_listed) only for an earlier command's processes, never for the
     one the shell is running.
     """
     select = functools.partial(processes.started_by, scope)

@@ -21,7 +21,7 @@ import resource
 import time
 from pathlib import Path
 
-from sandfleet_runtime.bash.processes import stop_then_kill
+from sandfleet_runtime.bash.processes import kill_until_none_listed
 from sandfleet_runtime.cgroupfs import all_mounts, cgroup_directory, own_cgroups, write_value
 
 log = logging.getLogger(__name__)
@@ -160,7 +160,9 @@ class _CgroupLimits(SessionLimits):
         return _pids_in(self.directories[0])
 
     def kill_all(self) -> None:
-        if left := stop_then_kill(self.members, deadline_s=_KILL_DEADLINE_S):
+        if left := kill_until_none_listed(
+            self.members, deadline_s=_KILL_DEADLINE_S, stop_first=True
+        ):
             log.warning("cgroup_members_survived_kill", extra={"count": left})
 
     def destroy(self) -> None:

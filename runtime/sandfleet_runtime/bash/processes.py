@@ -273,40 +273,25 @@ def kill_until_gone(
     deadline_s: float = 5.0,
     stop_first: bool = False,
 ) -> int:
-    """SIGKILLs what `select` picks from a fresh process table until it picks nothing.
-
-    Repeating the scan is what stops a forking loop: each round kills the processes that
-    the previous round's victims managed to fork. `stop_first` stops them all before any
-    dies (stop_then_kill), which a fork bomb at its process limit needs; never use it for
-    the command a shell is waiting on: a stopped child lets the shell go on to the next
-    command of its list. Blocking; run it in a worker thread. Returns the number of
-    processes still selected at the deadline (0 on success).
-    """
-    if stop_first:
-        return stop_then_kill(lambda: select(process_table()), deadline_s=deadline_s)
-    deadline = time.monotonic() + deadline_s
-    pause = 0.001
-    while True:
-        targets = select(process_table())
-        if not targets:
-            return 0
-        signal_all(targets, signal.SIGKILL)
-        if time.monotonic() >= deadline:
-            return len(targets)
-        # Killed processes need a moment to leave /proc; back off so a process stuck in
-        # uninterruptible sleep does not turn this into a busy loop.
-        time.sleep(pause)
-        pause = min(pause * 2, 0.05)
+    """kill_until_none_listed over what `select` picks from a fresh process table."""
+    return kill_until_none_listed(
+        lambda: select(process_table()), deadline_s=deadline_s, stop_first=stop_first
+    )
 
 
-def stop_then_kill(list_targets: Callable[[], Collection[int]], *, deadline_s: float) -> int:
-    """SIGSTOPs every listed process until a listing finds none running, then SIGKILLs them all.
+def kill_until_none_listed(
+    list_targets: Callable[[], Collection[int]], *, deadline_s: float, stop_first: bool
+) -> int:
+    """SIGKILLs what `list_targets` lists until it lists nothing; returns how many are still
+    listed at the deadline (0 on success). Blocking; run it in a worker thread.
 
-    Killing a fork bomb one process at a time loses: each death frees a slot under the
-    process limit, and a victim's siblings not yet signalled fill it with new children
-    faster than a loaded machine can rescan /proc. A stopped process cannot fork and keeps
-    its slot, so once every listed process is stopped nothing can replace the ones killed.
-    Returns the number still listed at the deadline (0 on success).
+    Listing again each round is what stops a forking loop: each round kills what the
+    previous round's victims managed to fork. That alone loses to a fork bomb at its process
+    limit: each death frees a slot that a sibling not yet signalled refills faster than a
+    loaded machine can rescan /proc. With `stop_first` every listed process is SIGSTOPped
+    until a listing finds none running, and only then are they all killed: a stopped
+    process cannot fork and keeps its slot. Never stop the command a shell is waiting on: a
+    stopped child lets the shell go on to the next command of its list.
     """
     deadline = time.monotonic() + deadline_s
     pause = 0.001
@@ -315,13 +300,13 @@ def stop_then_kill(list_targets: Callable[[], Collection[int]], *, deadline_s: f
         targets = set(list_targets())
         if not targets:
             return 0
-        running = targets - stopped
+        running = targets - stopped if stop_first else set()
         if running and time.monotonic() < deadline:
             signal_all(running, signal.SIGSTOP)
             stopped |= running
         else:
-            # A pid reused since it was stopped is killed here too: it was listed, so it
-            # belongs to what is being killed.
+            # A pid reused since it was stopped is killed too: it was listed, so it belongs
+            # to what is being killed.
             signal_all(targets, signal.SIGKILL)
         if time.monotonic() >= deadline:
             return len(targets)

@@ -171,7 +171,7 @@ class BashSession:
         if self._command is not None:
             self._command.fire(Outcome.INTERRUPTED, note, hard=True)
         async with self._lock:
-            # The shell goes too, so stopping first cannot let it run on (kill_until_gone).
+            # The shell goes too, so stopping first cannot let it run on (kill_until_none_listed).
             await asyncio.to_thread(kill_until_gone, self.processes.members, stop_first=True)
             if self._shell is not None:
                 await asyncio.wait({self._shell.exited}, timeout=SHELL_RESPONSE_S)
