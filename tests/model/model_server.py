@@ -52,15 +52,12 @@ class ModelServer:
     model: str
     log: Path
     cache: ModelCache
+    slots: Path
+    """Where the server writes and reads the slot files of /slots/0?action=save|restore."""
 
     @property
     def base_url(self) -> str:
         return f"{self.url}/v1"
-
-    @property
-    def slots(self) -> Path:
-        """Where the server writes and reads the slot files of /slots/0?action=save|restore."""
-        return self.log.parent / "slots"
 
 
 def unavailable(reason: str) -> NoReturn:
@@ -180,7 +177,7 @@ def running_model_server(
             if process.poll() is not None or time.monotonic() > deadline:
                 raise ModelServerFailed(f"the model server at {url} never became healthy ({log})")
             time.sleep(0.2)
-        server = ModelServer(url=url, model=MODEL_NAME, log=log, cache=cache)
+        server = ModelServer(url=url, model=MODEL_NAME, log=log, cache=cache, slots=slots)
         _restore_prompt_cache(server)
         yield server
         if process.poll() is None:
